@@ -17,6 +17,7 @@ from urllib.parse import quote
 from api.cli.wire import (
     AuditEventView,
     AuditQuery,
+    BatchReprocessResult,
     BatchRetryPreview,
     BatchRetryResult,
     BreakersReset,
@@ -252,6 +253,11 @@ class ActionsApi:
         """`POST /runs/{id}/reprocess` (409 `run_cancelled`)."""
         path = self._path(run_id, "reprocess")
         return await self._session.fetch(ReprocessResult, "POST", path)
+
+    async def batch_reprocess(self, ids: builtins.list[str]) -> BatchReprocessResult:
+        """`POST /runs/reprocess`: each run's dead letters run again, as one run's would."""
+        body = {"ids": ids}
+        return await self._session.fetch(BatchReprocessResult, "POST", "/runs/reprocess", body=body)
 
     async def reprocess_preview(self, run_id: str) -> ReprocessPreview:
         """`GET /runs/{id}/reprocess/preview`: what a reprocess would do, doing nothing."""

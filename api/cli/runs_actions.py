@@ -46,6 +46,7 @@ from api.cli.run_options import (
     WorkflowOption,
     run_filter,
 )
+from api.cli.runs_reprocess import reprocess_runs
 from api.cli.target import DEFAULT_API_URL
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 from schemas.counts import plural
@@ -234,6 +235,10 @@ def _print_batch(
             console.print("(child runs are retried with --all)", markup=False)
     _warn(remote, [fix_first] if fix_first else [])
     _warn(remote, [stuck.message for stuck in outcome.stuck if stuck.message])
+    # The runs those lines say to reprocess, in one command (the API names one run a line).
+    told = [s.run_id for s in outcome.stuck if f"runs reprocess {s.run_id}`" in s.message]
+    if len(told) > 1 and not remote.json:
+        say(f"to reprocess them all at once: schemabridge runs reprocess {' '.join(told)}")
     _warn(remote, outcome.warnings)
 
 
@@ -628,7 +633,14 @@ fan-out's failed children, so a run that failed at one of its own steps waits fo
 
 
 def reprocess(
-    run_id: RunArgument,
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="The run's id, or its first 8 or more characters; several RUNs are each "
+            "reprocessed, a run whose reprocess would reopen a SUCCEEDED run skipped.",
+            metavar="RUN",
+        ),
+    ],
     preview: Annotated[
         bool,
         typer.Option(
@@ -657,8 +669,17 @@ def reprocess(
     that had closed reopens and the steps after it run a second time — a run that had
     SUCCEEDED (its MERGE tolerated the failures) runs again, and calls it had sent are sent
     again — it says so and asks before acting; without a terminal to ask on, it acts only
-    with --yes (else exit 1, nothing done)."""
+    with --yes (else exit 1, nothing done). Several RUNs (a batch retry's runs whose joins
+    fail again, say) are each reprocessed as one would be, except a run that would reopen a
+    SUCCEEDED run, which is skipped with the reason (reprocess it alone); exit 1 when one
+    was skipped."""
     remote = Remote(api_url, api_key, output, debug)
+    if len(runs) > 1:
+        if preview:
+            fail("--dry-run looks at one run: give one RUN", ExitCode.USAGE)
+        reprocess_runs(remote, runs)
+        return
+    (run_id,) = runs
 
     async def look(api: ApiClient) -> ReprocessPreview:
         return await api.actions.reprocess_preview(await full_run_id(api, run_id))

@@ -452,6 +452,19 @@ class BatchRetryResult(Wire):
     warnings: list[str] = []
 
 
+class ReprocessedRun(Wire):
+    run_id: str
+    revived: int
+    status: str
+
+
+class BatchReprocessResult(Wire):
+    reprocessed: list[ReprocessedRun]
+    skipped: list[SkippedRun]
+    revived: int
+    warnings: list[str] = []
+
+
 class FixFirstRuns(Wire):
     kind: str
     count: int

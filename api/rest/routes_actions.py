@@ -23,6 +23,7 @@ from api.rest.errors import RUN_NOT_FOUND, ErrorBody, error_responses, run_read_
 from api.rest.renamed import renamed_fields
 from api.rest.run_models import RunCancelledError
 from engine.operations.action_views import (
+    BatchReprocessResult,
     BatchRetryPreview,
     BatchRetryResult,
     CancelResult,
@@ -34,6 +35,7 @@ from engine.operations.action_views import (
     StartOverPreview,
     StartOverResult,
 )
+from engine.operations.batch_reprocess import MAX_REPROCESS_BATCH
 from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import RunFilter
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
@@ -417,6 +419,46 @@ async def start_over_preview(
     `start_over_child_run`) answers `startable: false` with the refusal's sentence in
     `message`."""
     return await ops.actions.start_over_preview(run_id, tenant=caller.tenant)
+
+
+class BatchReprocessRequest(_Body):
+    """The runs whose dead letters run again."""
+
+    ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_REPROCESS_BATCH,
+        description=f"The runs to reprocess, 1 … {MAX_REPROCESS_BATCH:,} (a batch retry's "
+        "`stuck` runs, say); each id once however often it is given.",
+    )
+
+
+@router.post(
+    "/runs/reprocess",
+    response_model=BatchReprocessResult,
+    responses=error_responses(
+        401,
+        422,
+        503,
+        codes={
+            422: "No ids, more than the batch takes (`too_many_runs`), or a body that does "
+            "not fit (`invalid_request`)."
+        },
+    ),
+    summary="Re-run the dead-lettered children of many runs at once, by ids",
+)
+async def batch_reprocess(
+    body: BatchReprocessRequest, ops: OperationsDep, caller: CallerDep
+) -> BatchReprocessResult:
+    """Each run is reprocessed as `POST /runs/{id}/reprocess` does it alone (its own
+    transaction, logged with the caller's key), in the order given. Skipped, each with its
+    reason, state and words: a run the single action refuses (`run_not_found` for an
+    unknown id or another tenant's run, `run_cancelled`, `deployment_run`, `started_over`,
+    `run_past_retention`), a run with no dead letter (`no_dead_letters`), and a run whose
+    reprocess would reopen the join of a run that had ended SUCCEEDED, itself or one above
+    it, and run the steps after that join again (`reopens_succeeded`: reprocess it alone if
+    that is really wanted). `revived` counts the children that run again; `warnings` and
+    `breakers` are the runs' own, each once."""
+    return await ops.actions.batch_reprocess(body.ids, actor=caller.actor, tenant=caller.tenant)
 
 
 @router.post(

@@ -31,6 +31,16 @@ class SkipReason(StrEnum):
     """A FAILED run whose tree run retention (`SCHEMABRIDGE_RUN_RETENTION_S`) or an
     operator's purge is deleting; the code a single retry would refuse it with (start over
     the root to run its input again)."""
+    RUN_CANCELLED = "run_cancelled"
+    """A CANCELLED run: the code a single reprocess would refuse it with (nothing runs a
+    cancelled run's children again)."""
+    NO_DEAD_LETTERS = "no_dead_letters"
+    """A run with no dead-lettered child to run again: a single reprocess of it would change
+    nothing."""
+    REOPENS_SUCCEEDED = "reopens_succeeded"
+    """A run whose reprocess would reopen the join of a run that had ended SUCCEEDED (itself
+    or one above it) and run the steps after it again: a batch leaves it, as a batch retry
+    leaves such a child (`parent_succeeded`); the single reprocess of it by id still does it."""
 
 
 class BreakerWarning(BreakerRef):
@@ -291,6 +301,31 @@ class SkippedRun(View):
     reason: SkipReason
     state: RunStatus | None = None
     message: str = ""
+
+
+class ReprocessedRun(View):
+    """A run whose dead-lettered children a batch reprocess ran again."""
+
+    run_id: str
+    revived: int
+    """Its dead-lettered child runs that run again, nested ones included."""
+    status: RunStatus
+    """The run's status after it (RUNNING: its join reopened)."""
+
+
+class BatchReprocessResult(View):
+    """A batch reprocess: the runs whose dead letters run again and those skipped, each in
+    the order asked, each run reprocessed as `POST /runs/{id}/reprocess` does it alone."""
+
+    reprocessed: list[ReprocessedRun]
+    skipped: list[SkippedRun]
+    revived: int
+    """The dead-lettered children that run again, of every run reprocessed."""
+    warnings: list[str] = []
+    """What the reprocessed runs' single answers warn of, each sentence once however many
+    runs said it (an open breaker their children call is said once)."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, each once, in the same order."""
 
 
 class StuckRun(View):

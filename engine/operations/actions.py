@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from engine.operations.action_views import (
     AbortedDeployment,
     ActionResult,
+    BatchReprocessResult,
     BatchRetryPreview,
     BatchRetryResult,
     BreakerWarning,
@@ -42,6 +43,7 @@ from engine.operations.action_views import (
     StuckRun,
     StuckRuns,
 )
+from engine.operations.batch_reprocess import batch_reprocess
 from engine.operations.boundary import store_boundary
 from engine.operations.breaker_warnings import (
     breakers_called,
@@ -616,6 +618,18 @@ class OperatorActions:
             status=outcome.run_status,
             revived=outcome.revived,
             **effects,
+        )
+
+    async def batch_reprocess(
+        self, ids: Sequence[str], *, actor: str, tenant: str | None = None
+    ) -> BatchReprocessResult:
+        """Reprocess each run of `ids` as `reprocess` does it alone, skipping with the reason
+        a run it would refuse, one with no dead letter and one whose reprocess would reopen a
+        SUCCEEDED run's join (`engine.operations.batch_reprocess`)."""
+        return await batch_reprocess(
+            ids,
+            preview=lambda run_id: self.reprocess_preview(run_id, tenant=tenant),
+            reprocess=lambda run_id: self.reprocess(run_id, actor=actor, tenant=tenant),
         )
 
     @store_boundary

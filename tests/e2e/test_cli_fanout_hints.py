@@ -156,6 +156,11 @@ def test_retrying_several_such_runs_says_it_for_each(serve_api: Stack, workflows
     assert "retried 2 runs" in retried.stdout, retried.stdout
     for run in (first, second):
         assert stuck_warning(run) in retried.stderr.splitlines(), retried.stderr
+    # Then all of them in one command, which does it.
+    all_at_once = f"schemabridge runs reprocess {first} {second}"
+    assert retried.stderr.splitlines()[-1] == f"to reprocess them all at once: {all_at_once}"
+    done = serve_api.ok(*all_at_once.split()[1:])
+    assert done.stdout.splitlines()[0] == "reprocessed 2 runs: 2 dead-lettered children run again"
 
 
 def test_in_json_the_warnings_are_the_answers_only(serve_api: Stack, workflows: None) -> None:

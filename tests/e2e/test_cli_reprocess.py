@@ -217,3 +217,42 @@ def test_a_join_that_failed_is_reprocessed_without_asking(serve_api: Stack, work
     done = serve_api.ok("runs", "reprocess", run)
     assert done.stdout.startswith(f"run {run}: 3 dead-lettered children run again")
     assert "warning" not in done.stderr
+
+
+def test_several_runs_are_reprocessed_and_a_finished_one_is_left(
+    serve_api: Stack, workflows: Any
+) -> None:
+    """`runs reprocess RUN RUN ...`: each failed join's dead letters run again, as alone; a
+    run that SUCCEEDED is not reopened by the batch (reprocess it alone), and the command
+    says so and exits 1; --dry-run looks at one run only."""
+    failed = []
+    for tag in ("batch-a", "batch-b"):
+        for index in (0, 1, 2):  # more than the two the MERGE tolerates
+            serve_api.downstream_script(f"/cli-reprocess/{tag}/{index}", [400])
+        run_input = json.dumps({"items": [{"tag": tag}] * 4})
+        waited = serve_api.cli(
+            "runs", "submit", PARENT, "--input", run_input, "--wait", "-o", "json"
+        )
+        assert waited.returncode == 1, waited.stderr
+        failed.append(json.loads(waited.stdout)["id"])
+    finished = succeeded_over_dead_letters(serve_api, "batch-done")
+    sent = reports(serve_api)
+
+    refused = serve_api.cli("runs", "reprocess", *failed, "--dry-run")
+    assert_refused(refused, 2, "error: --dry-run looks at one run: give one RUN")
+
+    done = serve_api.cli("runs", "reprocess", failed[0][:8], failed[1], finished)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "reprocessed 2 runs: 6 dead-lettered children run again",
+        f"  {failed[0]}  3 children run again; it is RUNNING",
+        f"  {failed[1]}  3 children run again; it is RUNNING",
+        "skipped 1 run:",
+        f"  {finished}  run {finished} has SUCCEEDED: reprocessing would reopen its join "
+        f"'join' and run the steps after it again; reprocess run {finished} alone if that is "
+        "really wanted",
+    ], done.stdout
+    for run in failed:
+        assert serve_api.cli("runs", "watch", run, "--timeout", "120").returncode == 0
+    assert serve_api.json("runs", "show", finished)["status"] == "SUCCEEDED"
+    assert reports(serve_api) == sent + 2  # the two failed joins' reports, not the finished one's

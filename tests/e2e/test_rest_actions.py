@@ -234,6 +234,37 @@ async def test_reprocess_reruns_the_dead_letters(api: Api, downstream: RunningDo
     assert nothing.status_code == 200 and nothing.json()["changed"] is False
 
 
+async def test_a_batch_reprocess_over_http_keeps_to_the_keys_tenant(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    async with running_worker(api.runtime):
+        mine = await failed_fan_out(api.runtime, downstream, 3, failing={1}, tenant_id="acme")
+        theirs = await failed_fan_out(api.runtime, downstream, 3, failing={2}, tenant_id="globex")
+        async with client(api.url, api.acme_key) as http:
+            answer = await http.post("/runs/reprocess", json={"ids": [theirs, mine]})
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert body["reprocessed"] == [{"runId": mine, "revived": 1, "status": "RUNNING"}]
+            assert body["revived"] == 1
+            assert body["skipped"] == [
+                {
+                    "runId": theirs,
+                    "reason": "run_not_found",
+                    "state": None,
+                    "message": f"no run {theirs!r}",
+                }
+            ]
+            assert (body["warnings"], body["breakers"]) == ([], [])
+            assert (await wait_for_run(api.runtime, mine)).status == "SUCCEEDED"
+            empty = await http.post("/runs/reprocess", json={"ids": []})
+            assert (empty.status_code, empty.json()["code"]) == (422, "invalid_request")
+            unknown_field = await http.post("/runs/reprocess", json={"filter": {}})
+            assert unknown_field.status_code == 422
+    assert (await api.ops.runs.get(theirs)).status == "FAILED"
+    (line,) = await action_lines(api.runtime, mine)
+    assert line["data"] == {"action": "reprocess", "actor": f"key:{api.acme_key_id}"}
+
+
 async def test_a_reprocess_of_a_succeeded_fan_out_is_previewed_and_warns(
     api: Api, downstream: RunningDownstream
 ) -> None:

@@ -326,7 +326,8 @@ def test_retry_all_matching_answer_links_each_run_whose_join_fails_again(
         page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 0.").wait_for()
         box = page.locator(".batch-result .stuck-result")
         box.wait_for()
-        said = " ".join(box.inner_text().split())
+        listed = f"{box.locator('p').first.inner_text()} {box.locator('ul').inner_text()}"
+        said = " ".join(listed.split())
         assert said == (
             f"⚠ 1 retried run fails again at once: {run_id[:8]}: its join 'join' fails again "
             'at once: 1 child is still FAILED; "Reprocess dead letters" on its page runs them '
@@ -342,6 +343,37 @@ def test_retry_all_matching_answer_links_each_run_whose_join_fails_again(
         link.click()
         page.get_by_role("button", name="Reprocess dead letters").wait_for()
     assert server.run_status(run_id) == "FAILED"
+
+
+def test_the_runs_whose_joins_fail_again_are_reprocessed_in_one_click(
+    server: DemoServer, browser: Any
+) -> None:
+    """The stuck box's way out: its runs' dead letters, reprocessed one run page at a time
+    before, run again from one button (`POST /runs/reprocess`), confirmed first, its answer
+    said under it; the runs then succeed."""
+    tenant = "stuck-reprocess"
+    runs = [
+        failed_fan_out(server, tenant, 3, failing={1}),
+        failed_fan_out(server, tenant, 3, failing={2}),
+    ]
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").nth(1).wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        confirm(page, "Retry 2")
+        box = page.locator(".batch-result .stuck-result")
+        box.wait_for()
+        box.get_by_role("button", name="Reprocess dead letters of 2 runs").click()
+        dialog = page.locator("dialog.modal")
+        dialog.get_by_role("heading", name="Reprocess dead letters of 2 runs?").wait_for()
+        assert "is left alone (reprocess it from its page)" in dialog.inner_text()
+        confirm(page, "Reprocess")
+        answer = box.locator(".reprocess-result .ok-box")
+        answer.wait_for()
+        assert answer.inner_text() == "Reprocessed 2 runs (2 children run again), skipped 0."
+        assert box.get_by_role("button", name="Reprocess dead letters of 2 runs").is_disabled()
+        shoot(page, "ops-reprocess-stuck-answer")
+    for run_id in runs:
+        assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "SUCCEEDED"
 
 
 def reports(server: DemoServer, ops: str = "reprocess") -> int:

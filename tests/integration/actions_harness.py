@@ -172,12 +172,13 @@ async def failed_chain(runtime: Runtime, downstream: RunningDownstream, **kw: An
 
 
 async def failed_fan_out(
-    runtime: Runtime, downstream: RunningDownstream, n: int, failing: set[int]
+    runtime: Runtime, downstream: RunningDownstream, n: int, failing: set[int], **kw: Any
 ) -> str:
-    """A parent run whose join failed because the children in `failing` failed."""
+    """A parent run whose join failed because the children in `failing` failed; `kw` as
+    `submit`'s (`tenant_id`)."""
     for index in failing:
         downstream.script([400], path=f"/charge/{index}")
-    run_id = await submit(runtime, fan_out(downstream.url), {"items": items(n)})
+    run_id = await submit(runtime, fan_out(downstream.url), {"items": items(n)}, **kw)
     run = await wait_for_run(runtime, run_id)
     assert run.status == "FAILED" and run.error.vertex_id == "join"
     return run_id

@@ -54,6 +54,8 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.SkippedRun, action_views.SkippedRun),
     (wire.StuckRun, action_views.StuckRun),
     (wire.BatchRetryResult, action_views.BatchRetryResult),
+    (wire.BatchReprocessResult, action_views.BatchReprocessResult),
+    (wire.ReprocessedRun, action_views.ReprocessedRun),
     (wire.BatchRetryPreview, action_views.BatchRetryPreview),
     (wire.SkippedRuns, action_views.SkippedRuns),
     (wire.FixFirstRuns, action_views.FixFirstRuns),

@@ -98,11 +98,47 @@ function stuckRunItem(stuck) {
 }
 
 /** The box a batch retry's answer puts under its line for the retried runs whose joins fail
- * again at once (`stuck`): each a link to its page. Null when there is none. */
-export function stuckResultBox(stuck) {
+ * again at once (`stuck`): each a link to its page, then one button that reprocesses the dead
+ * letters of those whose children are still FAILED (`done` after it, to redraw the list). Null
+ * when there is none. */
+export function stuckResultBox(stuck, done = async () => {}) {
   if (!stuck || !stuck.length) return null;
   const head = `⚠ ${plural(stuck.length, "retried run fails", "retried runs fail")} again at once:`;
-  return h("div", { class: "warning-box stuck-result" }, h("p", {}, h("strong", {}, head)), h("ul", {}, stuck.map(stuckRunItem)));
+  return h("div", { class: "warning-box stuck-result" }, h("p", {}, h("strong", {}, head)), h("ul", {}, stuck.map(stuckRunItem)), reprocessStuck(stuck, done));
+}
+
+/** "Reprocess dead letters of N runs" for the stuck runs whose children are still FAILED
+ * (`POST /runs/reprocess`: each as its page's button does it), confirmed first, its answer
+ * said under it; null when every stuck run failed on CANCELLED children, which no reprocess
+ * runs again. */
+function reprocessStuck(stuck, done) {
+  const ids = stuck.filter((run) => run.childrenFailed > 0).map((run) => run.runId);
+  if (!ids.length) return null;
+  const runs = plural(ids.length, "run");
+  const said = h("div", { class: "reprocess-result", role: "status" });
+  const button = h("button", { type: "button", class: "secondary reprocess-stuck" }, `Reprocess dead letters of ${runs}`);
+  button.addEventListener("click", async () => {
+    const ok = await confirmAction({
+      title: `Reprocess dead letters of ${runs}?`,
+      text: "Each run's FAILED children run again and its join reopens. A run whose reprocess would reopen a run that has SUCCEEDED is left alone (reprocess it from its page).",
+      confirm: "Reprocess",
+    });
+    if (!ok) return;
+    button.disabled = true;
+    try {
+      const answer = await api("/runs/reprocess", { method: "POST", body: { ids } });
+      const skipped = answer.skipped.slice(0, 5).map((run) => skippedRunText(run, "reprocessed"));
+      const text = `Reprocessed ${plural(answer.reprocessed.length, "run")} (${plural(answer.revived, "child runs", "children run")} again), skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join("; ")}${answer.skipped.length > 5 ? "; …" : ""}` : ""}.`;
+      const warnings = answer.warnings || [];
+      fill(said, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
+      announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
+      await done();
+    } catch (error) {
+      button.disabled = false;
+      fill(said, h("p", { class: "error-box", role: "alert" }, `Reprocess refused: ${error.message}`));
+    }
+  });
+  return h("div", { class: "reprocess-stuck-block" }, button, said);
 }
 
 /** The batch's skip reasons as the dialog says them of one run (`one`) or of several (the
@@ -116,17 +152,21 @@ const SKIP_WORDS = {
   run_past_retention: (one) => (one ? "being deleted (run retention or a purge is deleting its tree; start its root over to run its input again)" : "being deleted (run retention or a purge is deleting their trees; start their roots over to run their input again)"),
 };
 
-/** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried".
- * The API's `reason` is a code for scripts; with the state beside it ("deployment_run:
- * FAILED") the state read as the reason. The CLI says them in the same words. */
-export function skippedRunText(skipped) {
+/** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried"
+ * (`done`: "reprocessed" for a batch reprocess's). The API's `reason` is a code for scripts;
+ * with the state beside it ("deployment_run: FAILED") the state read as the reason. The CLI
+ * says them in the same words. */
+export function skippedRunText(skipped, done = "retried") {
   const words = {
-    run_not_failed: skipped.state ? `not FAILED (it is ${skipped.state}), not retried` : null,
+    run_not_failed: skipped.state ? `not FAILED (it is ${skipped.state}), not ${done}` : null,
     run_not_found: "not found",
-    deployment_run: "a deployment's own run, not retried (act on its deployment)",
+    deployment_run: `a deployment's own run, not ${done} (act on its deployment)`,
     parent_succeeded: "under a SUCCEEDED run, not retried (retry it alone to reopen that run's join)",
-    started_over: "started over, not retried (look at its new run)",
-    run_past_retention: "being deleted, not retried (start its root over)",
+    started_over: `started over, not ${done} (look at its new run)`,
+    run_past_retention: `being deleted, not ${done} (start its root over)`,
+    run_cancelled: `CANCELLED, not ${done}`,
+    no_dead_letters: "no dead letters left to run again",
+    reopens_succeeded: `its reprocess would reopen a SUCCEEDED run, not ${done} (reprocess it alone from its page)`,
   }[skipped.reason];
   return `${shortId(skipped.runId)}: ${words || skipped.message || skipped.reason}`;
 }
@@ -238,7 +278,7 @@ export function retryAllButton(filterOf, result, done) {
       const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join("; ")}${answer.skipped.length > 5 ? "; …" : ""}` : ""}.`;
       // Each run whose joins fail again at once as a link to its page (the API's sentences
       // gave its whole id and the CLI's command, with no way to its Reprocess button).
-      const stuck = stuckResultBox(answer.stuck);
+      const stuck = stuckResultBox(answer.stuck, done);
       const warnings = answer.warnings || [];
       fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }), stuck);
       const said = withWarnings(text, warnings) + (stuck ? ` ${stuck.textContent}` : "");

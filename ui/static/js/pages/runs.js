@@ -306,7 +306,7 @@ export async function runsPage(main, params) {
       // Each open breaker the retried steps call (once, however many runs call it), then
       // each retried run whose joins fail again at once, a link to its page.
       const warnings = answer.warnings || [];
-      const stuck = stuckResultBox(answer.stuck);
+      const stuck = stuckResultBox(answer.stuck, async () => (await load(), poller.start()));
       fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }), stuck);
       announce(withWarnings(text, warnings) + (stuck ? ` ${stuck.textContent}` : ""), warnings.length || stuck ? "warning" : "ok");
       selected.clear();
