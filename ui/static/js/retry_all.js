@@ -274,7 +274,7 @@ export function retryAllButton(filterOf, result, done) {
     if (!ok) return;
     try {
       const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: considered } });
-      const skipped = answer.skipped.slice(0, 5).map(skippedRunText);
+      const skipped = answer.skipped.slice(0, 5).map((run) => skippedRunText(run));
       const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join("; ")}${answer.skipped.length > 5 ? "; …" : ""}` : ""}.`;
       // Each run whose joins fail again at once as a link to its page (the API's sentences
       // gave its whole id and the CLI's command, with no way to its Reprocess button).

@@ -301,7 +301,7 @@ export async function runsPage(main, params) {
     if (!ok) return;
     try {
       const answer = await api("/runs/retry", { method: "POST", body: { ids } });
-      const skipped = answer.skipped.map(skippedRunText);
+      const skipped = answer.skipped.map((run) => skippedRunText(run));
       const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join("; ")}` : ""}.`;
       // Each open breaker the retried steps call (once, however many runs call it), then
       // each retried run whose joins fail again at once, a link to its page.
