@@ -1070,7 +1070,8 @@ def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
             box = page.locator(".step-panel section.error-box")
             box.wait_for()
             assert box.get_attribute("class") == "error-box past-error"
-            assert box.locator("h3").inner_text() == "↻ Last error of list (it runs again)"
+            title = box.locator(".error-title").inner_text()
+            assert title == "↻ Last error of list (it runs again)"
             # The breaker that refused it, named by the API's error: its Reset a click away.
             steps = server.call(f"/runs/{run_id}")["steps"]
             (error,) = [s["error"] for s in steps if s["vertexId"] == "list"]

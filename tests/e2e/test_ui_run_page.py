@@ -1030,7 +1030,7 @@ def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its
         server.call(f"/runs/{run_id}/cancel", {})
     eventually(lambda: fanout().get("cancelled") == 12, what="twelve children cancelled")
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
-        tail = page.locator(".long-tail h4")
+        tail = page.locator(".long-tail h3")
         tail.wait_for()
         assert tail.text_content() == (
             "Long tail — durations of the 0 children that succeeded or failed"

@@ -48,6 +48,13 @@ export function fill(el, ...children) {
   return append(el, children);
 }
 
+/** `el` (a `pre` that may scroll sideways) made reachable from the keyboard: a region that
+ * scrolls but holds nothing focusable cannot be scrolled without a mouse. */
+export function scrollable(el) {
+  el.tabIndex = 0;
+  return el;
+}
+
 /** Set a CSS width in percent through the CSSOM (allowed by the page's style-src policy,
  * unlike a style attribute). */
 export function widthPercent(el, percent) {

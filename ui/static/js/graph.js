@@ -194,8 +194,11 @@ function fanoutBar(x, y, width, children, running) {
 }
 
 function nodeLabel(node, step, problems) {
-  const parts = [`${node.id}, ${typeLine(node)}`];
-  if (step) parts.push(statusWord(shownStatus(step)));
+  // First the lines the node shows, as drawn: a name that holds what is seen is the one a
+  // voice-control user can say to press it (WCAG 2.5.3); then the same in words.
+  const shown = [node.id, typeLine(node)];
+  if (step) shown.push(statusLine(step));
+  const parts = [shown.join(" ")];
   if (step && step.attempts > 1) parts.push(plural(step.attempts, "attempt"));
   if (step && step.children) {
     const c = step.children;

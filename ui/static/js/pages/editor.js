@@ -306,7 +306,8 @@ export async function editorPage(main, params) {
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Workflow editor"), h("div", { class: "toolbar" }, h("label", { for: "upload" }, "Upload a file "), upload, publish)),
     needsAdmin,
-    h("p", { class: "muted" }, "Paste a workflow document (or a list: a parent and its child workflows). It is checked as you type; nothing is stored until you publish."),
+    // The text area's label: what a screen reader names it by, and what it is for.
+    h("label", { for: "document", class: "muted editor-label" }, "Paste a workflow document (or a list: a parent and its child workflows). It is checked as you type; nothing is stored until you publish."),
     h("div", { class: "editor-grid" }, h("div", { class: "editor" }, gutter, area), h("div", {}, state, problemsBox, published)),
     h("section", { "aria-label": "Graph preview" }, h("h2", {}, "Graph"), graphs),
   );

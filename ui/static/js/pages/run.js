@@ -9,7 +9,7 @@
 // ones read on their own (the long tail, a page of children) say when they were read.
 
 import { api, stream } from "../api.js";
-import { fill, h } from "../dom.js";
+import { fill, h, scrollable } from "../dom.js";
 import { badge, count, duration, errorSummary, liveDuration, plural, shortId, tickTimes, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { Poller, throttle, Ticker } from "../live.js";
@@ -31,7 +31,7 @@ const AGAIN = new Set(["RUNNING", "READY", "PARKED"]);
 const ENDED_CHECK_MS = 10_000;
 
 function json(value) {
-  return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
+  return scrollable(h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2)));
 }
 
 const ROUTE_WORDS = {
@@ -250,8 +250,8 @@ function stepPanel(detail, step, result, reload) {
     // A step that failed and runs again (a retry, a redispatch) keeps its last error: said as
     // the last one, or it reads as failed beside its waiting line.
     AGAIN.has(step.status)
-      ? errorBox(step.error, { title: `Last error of ${step.vertexId} (it runs again)`, past: true })
-      : errorBox(step.error, { title: `Error of ${step.vertexId}` }),
+      ? errorBox(step.error, { title: `Last error of ${step.vertexId} (it runs again)`, past: true, level: 4 })
+      : errorBox(step.error, { title: `Error of ${step.vertexId}`, level: 4 }),
     historyTable(step),
     step.output !== null && step.output !== undefined ? h("details", {}, h("summary", {}, "Output"), json(step.output)) : null,
   );
@@ -606,7 +606,7 @@ export async function runPage(main, params, given) {
     tolerated,
     runError,
     waiting,
-    h("div", { class: "run-grid" }, h("section", { class: "graph-section", "aria-label": "Graph" }, graphBox), h("section", { class: "panel-section", "aria-label": "Selected step" }, panel)),
+    h("div", { class: "run-grid" }, h("section", { class: "graph-section", "aria-label": "Graph" }, graphBox), h("section", { class: "panel-section", "aria-labelledby": "panel-title" }, h("h2", { id: "panel-title", class: "sr-only" }, "Selected step"), panel)),
     h("section", { "aria-labelledby": "steps-title" }, h("h2", { id: "steps-title" }, "Steps"), steps),
     fanouts,
     h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Timeline"), waterfall),

@@ -352,7 +352,8 @@ export async function runsPage(main, params) {
         h(
           "thead",
           {},
-          h("tr", {}, ["", "Status", "Run", "Workflow", "Tenant", "Created", "Duration", "Progress"].map((t) => h("th", { scope: "col" }, t))),
+          // The selection column's header is said, not shown (the boxes speak for themselves).
+          h("tr", {}, ["", "Status", "Run", "Workflow", "Tenant", "Created", "Duration", "Progress"].map((t) => h("th", { scope: "col" }, t || h("span", { class: "sr-only" }, "Select")))),
         ),
         body,
       ),

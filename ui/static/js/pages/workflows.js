@@ -6,7 +6,7 @@
 import { api } from "../api.js";
 import { setParams } from "../app.js";
 import { deployForm } from "../deploy_form.js";
-import { fill, h } from "../dom.js";
+import { fill, h, scrollable } from "../dom.js";
 import { breakable, exactZoned, pointerText, time } from "../format.js";
 import { requiredFields, skeleton } from "../input_skeleton.js";
 import { drawGraph } from "../graph.js";
@@ -230,7 +230,7 @@ export async function workflowPage(main, params, name) {
         h("p", {}, h("a", { href: `#/editor?from=${encodeURIComponent(name)}&v=${chosen}` }, "Edit a copy in the editor")),
       ),
     ),
-    h("details", {}, h("summary", {}, "Document"), h("pre", { class: "json" }, JSON.stringify(detail.document, null, 2))),
+    h("details", {}, h("summary", {}, "Document"), scrollable(h("pre", { class: "json" }, JSON.stringify(detail.document, null, 2)))),
   );
 }
 

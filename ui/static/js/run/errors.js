@@ -2,12 +2,15 @@
 // answered and what the step had sent it (as text: whatever they contain, they are never
 // markup here), attempts.
 
-import { h } from "../dom.js";
+import { h, scrollable } from "../dom.js";
 import { duration } from "../format.js";
 import { resetLink, withCode } from "../warnings.js";
 import { childrenWaitingText, reasonWords } from "../waits.js";
 
-export function errorBox(error, { title = "Error", past = false } = {}) {
+/** The box of `error`, its title a heading of `level` (2 on the run, 4 in a step's panel under
+ * its h3) and the parts in it one level below, so the page's headings go down a level at a
+ * time, as a screen reader's list of them reads the page. */
+export function errorBox(error, { title = "Error", past = false, level = 2 } = {}) {
   if (!error) return null;
   const facts = [
     ["Kind", error.kind],
@@ -23,15 +26,15 @@ export function errorBox(error, { title = "Error", past = false } = {}) {
   return h(
     "section",
     { class: past ? "error-box past-error" : "error-box", "aria-label": title },
-    h("h3", {}, past ? "↻ " : "✕ ", title),
+    h(`h${level}`, { class: "error-title" }, past ? "↻ " : "✕ ", title),
     h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
     // The commands the engine's sentence quotes in `backticks` (a breaker's reset, a quota's
     // raise) as code, as the warnings and waiting lines show them: not backticks to copy.
     error.message ? errorMessage(error) : null,
     // Refused by an open breaker the API names: its Reset, a click away, as a waiting line's.
     error.breaker ? h("p", { class: "error-reset" }, resetLink(error.breaker)) : null,
-    error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
-    sentRequest(error.request),
+    error.bodyExcerpt ? [h(`h${level + 1}`, {}, "Response body (excerpt)"), scrollable(h("pre", { class: "body-excerpt" }, error.bodyExcerpt))] : null,
+    sentRequest(error.request, `h${level + 1}`),
   );
 }
 
@@ -51,14 +54,14 @@ function errorMessage(error) {
 /** What the failed call sent (`error.request`): "Sent: POST https://…", the names of the
  * headers it set, and the start of its body with a line saying where it was cut. The API
  * shows the step's secrets as *** and keeps no header value. */
-function sentRequest(sent) {
+function sentRequest(sent, heading) {
   if (!sent) return null;
   return h(
     "div",
     { class: "sent-request" },
     h("p", { class: "sent-line" }, h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)),
     sentHeaders(sent, "sent-headers"),
-    sentBody(sent, "h4", ""),
+    sentBody(sent, heading, ""),
   );
 }
 
@@ -74,7 +77,7 @@ function sentBody(sent, heading, prefix) {
   if (!sent.bodyExcerpt && !sent.bodyBytes) return null;
   return [
     h(heading, {}, "Request body sent (excerpt)"),
-    h("pre", { class: `body-excerpt ${prefix}request-body` }, sent.bodyExcerpt),
+    scrollable(h("pre", { class: `body-excerpt ${prefix}request-body` }, sent.bodyExcerpt)),
     sent.bodyTruncated
       ? h("p", { class: `muted small ${prefix}body-cut` }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
       : null,
@@ -87,7 +90,7 @@ function sentBody(sent, heading, prefix) {
 export function sentByAttempt(sent) {
   if (!sent) return null;
   const line = [h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)];
-  const more = [sentHeaders(sent, "attempt-sent-headers"), sentBody(sent, "h5", "attempt-")].filter(Boolean);
+  const more = [sentHeaders(sent, "attempt-sent-headers"), sentBody(sent, "h4", "attempt-")].filter(Boolean);
   if (!more.length) return h("p", { class: "attempt-sent attempt-sent-line" }, line);
   return h("details", { class: "attempt-sent" }, h("summary", { class: "attempt-sent-line" }, line), more);
 }
@@ -105,7 +108,7 @@ export function answerByAttempt(body) {
   const short = flat.length > ANSWER_LINE_CHARS ? `${flat.slice(0, ANSWER_LINE_CHARS - 1)}…` : flat;
   const line = [h("strong", {}, "Answered: "), h("code", { class: "attempt-answer-text", title: body }, short)];
   if (short === body) return h("p", { class: "attempt-answer attempt-answer-line" }, line);
-  return h("details", { class: "attempt-answer" }, h("summary", { class: "attempt-answer-line" }, line), h("pre", { class: "body-excerpt attempt-answer-body" }, body));
+  return h("details", { class: "attempt-answer" }, h("summary", { class: "attempt-answer-line" }, line), scrollable(h("pre", { class: "body-excerpt attempt-answer-body" }, body)));
 }
 
 /** The "why is this waiting" line of a step, when the API says (`waiting`). */

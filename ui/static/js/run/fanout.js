@@ -22,6 +22,7 @@ export function fanoutBar(children, running, groups = [], dead = [], readAt = Da
   const bar = h("div", {
     class: "fanout",
     role: "progressbar",
+    "aria-label": "Children ended",
     "aria-valuemin": "0",
     "aria-valuemax": String(children.total),
     "aria-valuenow": String(ended),
@@ -127,7 +128,7 @@ export function longTailView(tail) {
   return h(
     "div",
     { class: "long-tail" },
-    h("h4", {}, longTailHeading(tail)),
+    h("h3", {}, longTailHeading(tail)),
     // Read on its own, less often than the bar above moves: it says when, so its figures are
     // not read as contradicting the bar's.
     tail.readAt ? h("p", { class: "read-at muted" }, "Read ", time(tail.readAt), "; the bar above is live.") : null,
@@ -137,8 +138,8 @@ export function longTailView(tail) {
     h(
       "div",
       { class: "tail-lists" },
-      h("div", {}, h("h5", {}, "Slowest children"), tail.slowest.length ? h("ol", { class: "slowest" }, tail.slowest.map((item) => childLink(item))) : h("p", { class: "muted" }, "None yet.")),
-      h("div", {}, h("h5", {}, "Running or waiting longest"), tail.runningLongest.length ? h("ol", { class: "running-longest" }, tail.runningLongest.map((item) => childLink(item, tail.readAt ?? null))) : h("p", { class: "muted" }, "None running or waiting.")),
+      h("div", {}, h("h4", {}, "Slowest children"), tail.slowest.length ? h("ol", { class: "slowest" }, tail.slowest.map((item) => childLink(item))) : h("p", { class: "muted" }, "None yet.")),
+      h("div", {}, h("h4", {}, "Running or waiting longest"), tail.runningLongest.length ? h("ol", { class: "running-longest" }, tail.runningLongest.map((item) => childLink(item, tail.readAt ?? null))) : h("p", { class: "muted" }, "None running or waiting.")),
     ),
   );
 }
