@@ -100,3 +100,15 @@ def test_a_graph_nodes_name_holds_what_it_shows(
         lines = node.locator("text").all_text_contents()
         assert lines == ["open-ticket", "GATEWAY", "✕ failed"], lines
         assert node.get_attribute("aria-label") == "open-ticket GATEWAY ✕ failed"
+
+
+def test_an_actions_dialog_has_no_violation(
+    server: DemoServer, scene: dict[str, str], browser: Any
+) -> None:
+    with opened(browser, f"{server.ui}#/runs/{scene['failed']}", bypass_csp=True) as (page, _):
+        page.get_by_role("button", name="Retry").first.click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        assert violations(page) == []
+        dialog.get_by_role("button", name="Cancel").click()
+    assert server.run_status(scene["failed"]) == "FAILED"
