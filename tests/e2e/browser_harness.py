@@ -117,8 +117,9 @@ def chromium() -> Iterator[Any]:
 
 @contextlib.contextmanager
 def opened(browser: Any, url: str, **context: Any) -> Iterator[tuple[Any, Watch]]:
-    """A page on `url` in a fresh context, watched; its errors fail the test at the end."""
-    ctx = browser.new_context(viewport=WIDE, **context)
+    """A page on `url` in a fresh context (`context`: `new_context`'s options; the viewport
+    WIDE unless given), watched; its errors fail the test at the end."""
+    ctx = browser.new_context(**{"viewport": WIDE, **context})
     ctx.set_default_timeout(TIMEOUT_MS)
     page = ctx.new_page()
     found = watch(page)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 
-from tests.e2e.browser_harness import DemoServer, demo_on_sqlite, opened, ticket
+from tests.e2e.browser_harness import NARROW, DemoServer, demo_on_sqlite, opened, ticket
 from tests.e2e.test_ui_monitor_ops import failed_fan_out
 
 pytestmark = pytest.mark.slow
@@ -112,3 +112,15 @@ def test_an_actions_dialog_has_no_violation(
         assert violations(page) == []
         dialog.get_by_role("button", name="Cancel").click()
     assert server.run_status(scene["failed"]) == "FAILED"
+
+
+@pytest.mark.parametrize("path", ["#/runs", "RUN"])
+def test_a_phone_sized_page_has_no_violation(
+    server: DemoServer, scene: dict[str, str], browser: Any, path: str
+) -> None:
+    """The narrow layout is its own (tables read as cards, the header wraps): checked too."""
+    url = f"{server.ui}{path.replace('RUN', '#/runs/' + scene['fan_out'])}"
+    with opened(browser, url, bypass_csp=True, viewport=NARROW) as (page, _):
+        page.locator("h1").first.wait_for()
+        page.locator("table tbody tr").first.wait_for()
+        assert violations(page) == []
