@@ -32,7 +32,14 @@ from engine.coordination.redis_client import (
     redis_database,
 )
 from engine.settings import DEFAULT_DATABASE_URL, Settings
-from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
+from engine.store.db import (
+    DatabaseURLError,
+    UnknownRevision,
+    head_revision,
+    normalise_url,
+    redact,
+    sqlite_file,
+)
 from engine.store.pooler import POOLER_HINT, Pooler, pooler_mismatch
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
@@ -235,6 +242,8 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
                 return found
         return None
     url = settings.database_url
+    if isinstance(error, UnknownRevision):
+        return _unknown_revision(error, url)
     if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
             check_database_url(url, pooler=settings.database_pooler)
@@ -258,6 +267,21 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
             refusal=Refusal.UNAVAILABLE,
         )
     return None
+
+
+def _unknown_revision(error: UnknownRevision, url: str) -> StartupRefused:
+    """The refusal to migrate a database a newer release migrated, said as `check_schema`
+    says it: the fix is that release (a rollback of the code, not of the schema)."""
+    from engine.operations.health import SchemaStatus  # see the imports at the top
+
+    newer = SchemaStatus(
+        current=error.revision, head=head_revision(), up_to_date=False, known=False
+    )
+    return StartupRefused(
+        f"cannot use the database {mask_url(url)}: {newer.explain()}",
+        code="schema_not_current",
+        refusal=Refusal.INVALID,
+    )
 
 
 def _invalid_database(error: BaseException, url: str, reason: str) -> StartupRefused | None:

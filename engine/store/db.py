@@ -500,10 +500,22 @@ class Migrated:
         return f"from {before} to {self.after}" if self.moved else f"at {self.after} already"
 
 
+class UnknownRevision(Exception):
+    """The database is at a revision this code ships no migration for: a newer release
+    migrated it, and this one cannot move it anywhere. Alembic would say it as a
+    `CommandError` "Can't locate revision", which reads as a crash."""
+
+    def __init__(self, revision: str) -> None:
+        super().__init__(f"the database is at revision {revision}, which this code does not ship")
+        self.revision = revision
+
+
 def _upgrade(connection: Connection, revision: str) -> Migrated:
     from alembic import command
 
     before = _current(connection)
+    if before is not None and before not in known_revisions():
+        raise UnknownRevision(before)
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
