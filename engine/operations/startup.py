@@ -36,6 +36,7 @@ from engine.store.db import (
     DatabaseURLError,
     UnknownRevision,
     head_revision,
+    known_revisions,
     normalise_url,
     redact,
     sqlite_file,
@@ -270,16 +271,26 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
 
 
 def _unknown_revision(error: UnknownRevision, url: str) -> StartupRefused:
-    """The refusal to migrate a database a newer release migrated, said as `check_schema`
-    says it: the fix is that release (a rollback of the code, not of the schema)."""
+    """The refusal of a migration from a revision this code does not ship, or to one: a
+    database a newer release migrated is said as `check_schema` says it (the fix is that
+    release: a rollback of the code, not of the schema), a target with the revisions there
+    are."""
     from engine.operations.health import SchemaStatus  # see the imports at the top
 
-    newer = SchemaStatus(
-        current=error.revision, head=head_revision(), up_to_date=False, known=False
-    )
+    if error.in_database:
+        newer = SchemaStatus(
+            current=error.revision, head=head_revision(), up_to_date=False, known=False
+        )
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {newer.explain()}",
+            code="schema_not_current",
+            refusal=Refusal.INVALID,
+        )
+    shipped = sorted(known_revisions())
     return StartupRefused(
-        f"cannot use the database {mask_url(url)}: {newer.explain()}",
-        code="schema_not_current",
+        f"no revision {error.revision!r}: this release's are {shipped[0]} to {shipped[-1]}; "
+        "give one of them, or none to upgrade to the newest (head)",
+        code="unknown_revision",
         refusal=Refusal.INVALID,
     )
 

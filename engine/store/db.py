@@ -501,13 +501,16 @@ class Migrated:
 
 
 class UnknownRevision(Exception):
-    """The database is at a revision this code ships no migration for: a newer release
-    migrated it, and this one cannot move it anywhere. Alembic would say it as a
-    `CommandError` "Can't locate revision", which reads as a crash."""
+    """A revision this code ships no migration for: the one the database is at (`in_database`
+    True: a newer release migrated it, and this one cannot move it anywhere), or the one
+    `upgrade` was asked for (False: a typo, or a newer release's). Alembic would say either
+    as a `CommandError` "Can't locate revision", which reads as a crash."""
 
-    def __init__(self, revision: str) -> None:
-        super().__init__(f"the database is at revision {revision}, which this code does not ship")
+    def __init__(self, revision: str, *, in_database: bool) -> None:
+        where = "the database is at" if in_database else "asked for"
+        super().__init__(f"{where} revision {revision}, which this code does not ship")
         self.revision = revision
+        self.in_database = in_database
 
 
 def _upgrade(connection: Connection, revision: str) -> Migrated:
@@ -515,7 +518,7 @@ def _upgrade(connection: Connection, revision: str) -> Migrated:
 
     before = _current(connection)
     if before is not None and before not in known_revisions():
-        raise UnknownRevision(before)
+        raise UnknownRevision(before, in_database=True)
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
@@ -525,7 +528,10 @@ def _upgrade(connection: Connection, revision: str) -> Migrated:
 async def upgrade(engines: Engines, revision: str = "head") -> Migrated:
     """Apply migrations up to `revision` (idempotent), in one transaction that on PostgreSQL
     holds `MIGRATION_LOCK_KEY` (SQLite's `BEGIN IMMEDIATE` serialises the file's writers
-    already). A migration that moved the schema is logged, once, with both revisions."""
+    already). A migration that moved the schema is logged, once, with both revisions.
+    `revision` is `head` or one this code ships (else `UnknownRevision`, before connecting)."""
+    if revision != "head" and revision not in known_revisions():
+        raise UnknownRevision(revision, in_database=False)
     async with engines.write.begin() as conn:
         if engines.dialect.is_postgresql:
             # Transaction-scoped: released by the COMMIT, or the ROLLBACK of a failed

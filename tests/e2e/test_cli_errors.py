@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.store import db
 from tests.e2e.test_cli_run import run_cli
 
 
@@ -206,6 +207,11 @@ def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
     one_line(sb("db", "upgrade", database="nonsense"), 2, "is not a URL")
     unreachable = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
     one_line(sb("db", "upgrade", database=unreachable), 4, "cannot use the database")
+    # A revision this release does not ship (a typo, a newer release's) was "internal error:
+    # CommandError: Can't locate revision identified by '0999'", exit 1.
+    shipped = f"this release's are 0001 to {db.head_revision()}"
+    for typo in ("0999", "16"):
+        one_line(sb("db", "upgrade", typo, database=sqlite), 2, f"no revision '{typo}'", shipped)
     one_line(sb("keys", "list", database=unreachable), 4, "cannot use the database")
     unreadable = sb("validate", str(tmp_path / "none.json"), database=sqlite)
     assert unreadable.returncode == 2 and "Cannot read: no such file" in unreadable.stdout
