@@ -1032,6 +1032,37 @@ def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
     server.call("/runs/" + run_id + "/cancel", {}, method="POST")
 
 
+def test_a_retry_wait_counts_down_once(server: DemoServer, browser: Any) -> None:
+    """A call answered 503 with `Retry-After: 30` waits to retry (retry_backoff); the API's
+    text counts down to the next try ("; next in N s"), and the page added its own countdown
+    after it: an upgrade's tour read "next in 507 s — about 507 s more"."""
+    call = {
+        "url": f"{server.downstream}/ui-next-try?status=503&retry_after=30",
+        "destination": "ui-next-try-dest",
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "ui-next-try", "vertices": {"call": vertex}})
+    body = {"input": {}, "tenantId": "next-try"}
+    run_id = str(server.call("/workflows/ui-next-try/runs", body)["id"])
+
+    def waits() -> bool:
+        (step,) = server.call(f"/runs/{run_id}")["steps"]
+        return bool(step["waiting"]) and step["waiting"]["reason"] == "retry_backoff"
+
+    try:
+        eventually(waits, 30, "the call to wait to retry")
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            line = page.locator('.waiting .waiting-line[data-vertex="call"]')
+            line.wait_for()
+            text = line.inner_text()
+            shoot(page, "run-retry-wait")
+    finally:
+        server.call("/runs/" + run_id + "/cancel", {}, method="POST")
+    assert "call is waiting (retry_backoff)" in text, text
+    assert re.search(r"; next in \d+ s", text), text
+    assert "s more" not in text, text
+
+
 def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
     server: DemoServer, browser: Any
 ) -> None:

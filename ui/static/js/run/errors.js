@@ -122,7 +122,11 @@ export function waitingLine(step) {
   // Its commands in `backticks` as code, as the warnings show them.
   const text = waiting.text || waiting.message;
   if (text) line.append(": ", ...withCode(text));
-  if (waiting.until && waiting.reason !== "breaker_open") {
+  // The page's own countdown only where the API's text has none: it counts down a breaker's
+  // half-open and a retry's or a redispatch's next try ("next in 507 s"), which read "next
+  // in 507 s — about 507 s more" with both.
+  const counted = waiting.reason === "breaker_open" || (text && text !== waiting.message);
+  if (waiting.until && !counted) {
     const seconds = Math.max(0, Math.round(waiting.until - Date.now() / 1000));
     line.append(h("span", { class: "muted" }, ` — about ${seconds} s more`));
   }
