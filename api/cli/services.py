@@ -833,6 +833,13 @@ def db_upgrade(
     where = mask_url(settings.database_url)
     if migrated.moved:
         console.print(f"database {where} upgraded to {revision}: {migrated.line()}")
+    elif revision not in ("head", migrated.after):
+        # Asked for an older revision (a rollback's): "at 0022 already" read as done.
+        console.print(
+            f"database {where} is at {migrated.after}, past {revision}: nothing to do (`db "
+            f"upgrade` never goes back, and no downgrade is offered: a release that ships up "
+            f"to {revision} cannot use this database)"
+        )
     else:
         console.print(f"database {where} is at {migrated.after} already: nothing to do")
 

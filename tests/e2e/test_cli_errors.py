@@ -212,6 +212,14 @@ def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
     shipped = f"this release's are 0001 to {db.head_revision()}"
     for typo in ("0999", "16"):
         one_line(sb("db", "upgrade", typo, database=sqlite), 2, f"no revision '{typo}'", shipped)
+    # An older revision (a rollback's) said "is at 0022 already: nothing to do", which read
+    # as done: the database stays past it, and the release that needs it refuses it.
+    assert sb("db", "upgrade", database=sqlite).returncode == 0
+    head = db.head_revision()
+    past = one_line(sb("db", "upgrade", "0015", database=sqlite), 0, f"is at {head}, past 0015")
+    assert "never goes back" in past and "up to 0015 cannot use this database" in past, past
+    said = one_line(sb("db", "upgrade", head, database=sqlite), 0)
+    assert said.endswith(f"is at {head} already: nothing to do"), said
     one_line(sb("keys", "list", database=unreachable), 4, "cannot use the database")
     unreadable = sb("validate", str(tmp_path / "none.json"), database=sqlite)
     assert unreadable.returncode == 2 and "Cannot read: no such file" in unreadable.stdout
