@@ -844,6 +844,20 @@ def db_upgrade(
         console.print(f"database {where} is at {migrated.after} already: nothing to do")
 
 
+@db_app.command("downgrade", hidden=True)
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Ignored: nothing is downgraded.")] = "",
+) -> None:
+    """Say that no downgrade is offered, and what to do instead (the command a rollback
+    reaches for: typer's own answer to the name was "Did you mean 'upgrade'?")."""
+    raise usage.fail(
+        "no downgrade is offered: to go back to an older release, restore the backup taken "
+        "before `db upgrade` (an older release refuses a database a newer one migrated); "
+        "`schemabridge db current` says where this one is",
+        ExitCode.USAGE,
+    )
+
+
 @db_app.command("current")
 def db_current() -> None:
     """Say the schema revision of the database (SCHEMABRIDGE_DATABASE_URL) against the one

@@ -220,6 +220,10 @@ def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
     assert "never goes back" in past and "up to 0015 cannot use this database" in past, past
     said = one_line(sb("db", "upgrade", head, database=sqlite), 0)
     assert said.endswith(f"is at {head} already: nothing to do"), said
+    # The command a rollback reaches for was answered "Did you mean 'upgrade'?".
+    for asked in (("db", "downgrade"), ("db", "downgrade", "0015")):
+        down = one_line(sb(*asked, database=sqlite), 2, "no downgrade is offered")
+        assert "restore the backup taken before `db upgrade`" in down, down
     one_line(sb("keys", "list", database=unreachable), 4, "cannot use the database")
     unreadable = sb("validate", str(tmp_path / "none.json"), database=sqlite)
     assert unreadable.returncode == 2 and "Cannot read: no such file" in unreadable.stdout
