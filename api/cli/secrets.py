@@ -130,9 +130,11 @@ def rotate() -> None:
         names = ", ".join(f"{ref.tenant}/{ref.name}" for ref in result.unreadable)
         count = len(result.unreadable)
         they, them = ("it was", "it") if count == 1 else ("they were", "them")
+        ids = result.missing_key_ids
+        which = f", {'id' if len(ids) == 1 else 'ids'} {', '.join(ids)}," if ids else ""
         console.print(
             f"error: no configured key decrypts {plural(count, 'secret')}, left unchanged: "
-            f"{names} (add the key {they} encrypted with after the first one, or set "
+            f"{names} (add the key {they} encrypted with{which} after the first one, or set "
             f"{them} again)",
             markup=False,
             soft_wrap=True,

@@ -24,7 +24,7 @@ from engine.operations.secrets_views import (
     SecretView,
     StoredSecret,
 )
-from engine.secret_cipher import SecretCipher, SecretUnreadable
+from engine.secret_cipher import SecretCipher, SecretUnreadable, stored_key_id
 from engine.store.secrets_store import SecretRecord, SecretStore
 from schemas.counts import plural
 from schemas.errors import InvalidRequest, NotFound, Problem
@@ -181,14 +181,26 @@ class SecretOperations:
         cipher = self._runtime.secret_cipher
         cipher.check()
 
+        missing: set[str] = set()
+
         def rotate(token: str) -> str | None:
             try:
                 return cipher.rotate(token)
             except SecretUnreadable:
+                # The key it needs, when the token names one this process does not hold (a
+                # token under a held key that does not decrypt was altered: no key helps).
+                needed = stored_key_id(token)
+                if needed is not None and needed not in cipher.key_ids:
+                    missing.add(needed)
                 return None
 
         rotated, unreadable = await self._runtime.store.rotate_secrets(
             rotate, actor=actor, key_id=cipher.key_ids[0]
         )
         refs = [SecretRef(tenant=tenant, name=name) for tenant, name in unreadable]
-        return RotationResult(rotated=rotated, key_id=cipher.key_ids[0], unreadable=refs)
+        return RotationResult(
+            rotated=rotated,
+            key_id=cipher.key_ids[0],
+            unreadable=refs,
+            missing_key_ids=sorted(missing),
+        )

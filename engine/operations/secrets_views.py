@@ -51,3 +51,6 @@ class RotationResult(View):
     """The id of that key (`engine.secret_cipher.key_id`): what a `secret_unreadable` names."""
     unreadable: list[SecretRef]
     """Secrets no configured key decrypts, left as they were."""
+    missing_key_ids: list[str] = []
+    """The ids of the keys those secrets were encrypted with that the setting does not hold
+    (what to add to it); none for a secret stored before key ids were, or altered."""

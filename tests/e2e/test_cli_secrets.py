@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from engine.secret_cipher import MAKE_KEY
+from engine.secret_cipher import MAKE_KEY, key_id
 from tests.conftest import Backend
 from tests.e2e.rest_harness import CLI_HERE, process_env, schemabridge, upgraded
 
@@ -134,7 +134,8 @@ def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
     stale = sb(env, "rotate", keys=old)
     assert stale.returncode == 1
     assert "no configured key decrypts 2 secrets" in stale.stderr
-    assert "add the key they were encrypted with" in stale.stderr
+    # The key they need, by the id their tokens carry (an SRE's upgrade tour: not named).
+    assert f"add the key they were encrypted with, id {key_id(new)}, after" in stale.stderr
     assert "acme/CRM_TOKEN, globex/CRM_TOKEN" in stale.stderr
 
 
@@ -170,7 +171,6 @@ def test_a_worker_lacking_the_key_of_stored_secrets_says_so_at_start(
     secrets started without a word; the first sign was runs failing secret_unreadable on it
     alone, their message naming "this process" and no worker. It says so once it is ready,
     naming the key it lacks; one that holds it says nothing."""
-    from engine.secret_cipher import key_id
     from tests.e2e.rest_harness import service
 
     setting = env["SCHEMABRIDGE_SECRET_KEYS"]
