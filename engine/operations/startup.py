@@ -41,6 +41,7 @@ from engine.store.db import (
     redact,
     sqlite_file,
 )
+from engine.store.migration_locks import MigrationBlocked
 from engine.store.pooler import POOLER_HINT, Pooler, pooler_mismatch
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
@@ -243,8 +244,8 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
                 return found
         return None
     url = settings.database_url
-    if isinstance(error, UnknownRevision):
-        return _unknown_revision(error, url)
+    if isinstance(error, UnknownRevision | MigrationBlocked):
+        return _migration_refused(error, url)
     if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
             check_database_url(url, pooler=settings.database_pooler)
@@ -268,6 +269,19 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
             refusal=Refusal.UNAVAILABLE,
         )
     return None
+
+
+def _migration_refused(error: UnknownRevision | MigrationBlocked, url: str) -> StartupRefused:
+    """A migration refused: a revision this code does not ship, or a lock it gave up on (a
+    conflict of the moment, exit 1: nothing changed, and the same command succeeds once the
+    sessions it names end)."""
+    if isinstance(error, UnknownRevision):
+        return _unknown_revision(error, url)
+    return StartupRefused(
+        f"cannot migrate the database {mask_url(url)}: {error}",
+        code="migration_blocked",
+        refusal=Refusal.CONFLICT,
+    )
 
 
 def _unknown_revision(error: UnknownRevision, url: str) -> StartupRefused:

@@ -30,9 +30,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy import column, event, func, inspect, select, table, text
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from engine.store import migration_locks
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
 from engine.store.direct import DirectStatements
 from engine.store.pooler import POOLER_SETTING, Pooler, PoolerWatch
@@ -525,23 +526,39 @@ def _upgrade(connection: Connection, revision: str) -> Migrated:
     return Migrated(before, _current(connection))
 
 
-async def upgrade(engines: Engines, revision: str = "head") -> Migrated:
+async def upgrade(
+    engines: Engines,
+    revision: str = "head",
+    *,
+    lock_timeout_s: float = migration_locks.LOCK_TIMEOUT_S,
+) -> Migrated:
     """Apply migrations up to `revision` (idempotent), in one transaction that on PostgreSQL
     holds `MIGRATION_LOCK_KEY` (SQLite's `BEGIN IMMEDIATE` serialises the file's writers
     already). A migration that moved the schema is logged, once, with both revisions.
-    `revision` is `head` or one this code ships (else `UnknownRevision`, before connecting)."""
+    `revision` is `head` or one this code ships (else `UnknownRevision`, before connecting).
+    On PostgreSQL a table's lock is waited for `lock_timeout_s` at most, then
+    `MigrationBlocked` names who holds locks, nothing changed (`engine.store.migration_locks`);
+    another process migrating is waited for as long as it takes."""
     if revision != "head" and revision not in known_revisions():
         raise UnknownRevision(revision, in_database=False)
-    async with engines.write.begin() as conn:
-        if engines.dialect.is_postgresql:
-            # Transaction-scoped: released by the COMMIT, or the ROLLBACK of a failed
-            # migration, or the server when a process dies holding it.
-            await conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
-            # A migration is one transaction an operator started on purpose: the bound on idle
-            # transactions every connection sets (`IDLE_IN_TRANSACTION_TIMEOUT_MS`) must not
-            # end it half-way because the migrating process was slow between two statements.
-            await conn.execute(text(f"SET LOCAL {IDLE_SETTING} = 0"))
-        migrated = await conn.run_sync(_upgrade, revision)
+    try:
+        async with engines.write.begin() as conn:
+            if engines.dialect.is_postgresql:
+                # Transaction-scoped: released by the COMMIT, or the ROLLBACK of a failed
+                # migration, or the server when a process dies holding it.
+                await conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
+                # A migration is one transaction an operator started on purpose: the bound on
+                # idle transactions every connection sets (`IDLE_IN_TRANSACTION_TIMEOUT_MS`)
+                # must not end it half-way because the migrating process was slow between two
+                # statements.
+                await conn.execute(text(f"SET LOCAL {IDLE_SETTING} = 0"))
+                await migration_locks.set_lock_timeout(conn, lock_timeout_s)
+            migrated = await conn.run_sync(_upgrade, revision)
+    except DBAPIError as error:
+        if not (engines.dialect.is_postgresql and migration_locks.is_lock_timeout(error)):
+            raise
+        holders = await migration_locks.lock_holders(engines.write)
+        raise migration_locks.MigrationBlocked(holders, lock_timeout_s) from error
     if migrated.moved:
         logger.info(
             "migrated the database schema %s",
