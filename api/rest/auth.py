@@ -1,9 +1,10 @@
 """Who is calling: the API key of a request, as the `Caller` routes act for.
 
 A key is sent as `Authorization: Bearer <key>` or `X-API-Key: <key>` (both, with two different
-keys: 401, `key_from_headers`). `Operations.keys.authenticate` checks it on every request (from
-memory while a revocation would reach this process at once), so a revoked or expired key is
-refused at once by every API process. No key, or an unknown, revoked or expired one: 401
+keys, or one of them repeated with two different values: 401, `key_from_headers` and
+`sole_header`). `Operations.keys.authenticate` checks it on every request (from memory while a
+revocation would reach this process at once), so a revoked or expired key is refused at once
+by every API process. No key, or an unknown, revoked or expired one: 401
 `unauthorized` (all alike). A tenant key on an admin route: 403 `forbidden`.
 
 Routes take `CallerDep` (any live key) or `AdminDep` (an admin key). A tenant key's caller
@@ -17,7 +18,7 @@ nobody was allowed to send. An event stream checks its key again as it goes (`Li
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -112,6 +113,26 @@ BEARER_IN_API_KEY = (
 )
 
 
+REPEATED_HEADER = (
+    "the request sends the {header} header more than once, with different values: send it "
+    "once, with one key"
+)
+
+
+def sole_header(values: Sequence[str], header: str) -> str | None:
+    """The one value of a header a request may send once (`Authorization`, `X-API-Key`): None
+    when absent, the value when every copy repeats it, and 401 when the copies differ. Reading
+    the first of two keys (as Starlette's `headers.get` does) would act as a caller the client
+    may not have meant, as two different keys in the two headers would (`TWO_KEYS`): a proxy
+    that adds its own `Authorization` after the client's, say. No value is repeated in the
+    message: either may be a key."""
+    if not values:
+        return None
+    if any(value != values[0] for value in values[1:]):
+        raise _unauthorized(REPEATED_HEADER.format(header=header))
+    return values[0]
+
+
 def key_from_headers(authorization: str | None, api_key: str | None) -> str | None:
     """The key a request sends, as a Bearer credential or as `X-API-Key` (another scheme in
     `Authorization` is ignored, as FastAPI's `HTTPBearer(auto_error=False)` does). Two
@@ -151,6 +172,14 @@ def no_key_message(authorization: str | None) -> str:
     return NO_KEY
 
 
+def request_key_headers(request: Request) -> tuple[str | None, str | None]:
+    """The request's `Authorization` and `X-API-Key`, each once (`sole_header`)."""
+    return (
+        sole_header(request.headers.getlist("authorization"), "Authorization"),
+        sole_header(request.headers.getlist("x-api-key"), "X-API-Key"),
+    )
+
+
 async def authenticate(
     ops: Operations, secret: str | None, authorization: str | None = None
 ) -> Caller:
@@ -181,8 +210,8 @@ async def current_caller(
         else:
             # The dependencies declare the two schemes in OpenAPI; the key is read as the gate
             # and a stream's check read it (`key_from_headers`), so all three agree.
-            authorization = request.headers.get("authorization")
-            secret = key_from_headers(authorization, request.headers.get("x-api-key"))
+            authorization, api_key = request_key_headers(request)
+            secret = key_from_headers(authorization, api_key)
             caller = await authenticate(ops, secret, authorization)
     # For the access log (api.rest.middleware.RequestObserver reads it after the answer).
     request.state.key_id = caller.key_id
@@ -198,9 +227,7 @@ async def live_key(request: Request, context: ContextDep, ops: OperationsDep) ->
     stream): a key revoked while it streams ends the stream (`api.rest.sse`)."""
     if not context.auth:
         return _always_live
-    secret = key_from_headers(
-        request.headers.get("authorization"), request.headers.get("x-api-key")
-    )
+    secret = key_from_headers(*request_key_headers(request))
 
     async def check() -> bool:
         return secret is not None and await ops.keys.authenticate(secret) is not None

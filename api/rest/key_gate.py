@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.rest.auth import CALLER_STATE, authenticate, key_from_headers
+from api.rest.auth import CALLER_STATE, authenticate, key_from_headers, sole_header
 from api.rest.deps import ApiContext
 from api.rest.middleware import content_length, send_error
 from api.rest.route_paths import route_for
@@ -36,17 +36,16 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """The methods whose routes may take a body (every one of them needs a key)."""
 
 
-def _first(scope: Scope) -> dict[bytes, bytes]:
-    """The request's headers, the first of each name (as Starlette's `headers.get` and
-    FastAPI's security schemes read them: a repeated `Authorization` must name the same key
-    here as in the route)."""
-    found: dict[bytes, bytes] = {}
+def _all(scope: Scope) -> dict[bytes, list[bytes]]:
+    """The request's headers, every value of each name (a repeated `Authorization` is read
+    here as in the route: `api.rest.auth.sole_header`)."""
+    found: dict[bytes, list[bytes]] = {}
     for name, value in scope.get("headers", ()):
-        found.setdefault(name, value)
+        found.setdefault(name, []).append(value)
     return found
 
 
-def _carries_body(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+def _carries_body(scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:
     length = content_length(scope)
     if length is not None:
         return length > 0
@@ -71,13 +70,14 @@ class KeyGate:
         if scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
-        headers = _first(scope)
+        headers = _all(scope)
         if not _carries_body(scope, headers):
             await self.app(scope, receive, send)
             return
-        authorization = _text(headers.get(b"authorization"))
         try:
-            secret = key_from_headers(authorization, _text(headers.get(b"x-api-key")))
+            authorization = sole_header(_texts(headers.get(b"authorization")), "Authorization")
+            api_key = sole_header(_texts(headers.get(b"x-api-key")), "X-API-Key")
+            secret = key_from_headers(authorization, api_key)
             caller = await authenticate(ops, secret, authorization)
         except ApiError as refused:
             # Refused before routing: name the route for the access log and the metrics, as
@@ -97,5 +97,5 @@ class KeyGate:
         await self.app(scope, receive, send)
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
+def _texts(values: list[bytes] | None) -> list[str]:
+    return [value.decode("latin-1") for value in values or ()]

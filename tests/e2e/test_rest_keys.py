@@ -235,6 +235,34 @@ async def test_two_different_keys_are_refused_whichever_is_live(api: Api) -> Non
                 assert api.admin_key not in answer.text and tenant.key not in answer.text
 
 
+async def test_a_key_header_repeated_with_two_keys_is_refused(api: Api) -> None:
+    """`Authorization` (or `X-API-Key`) sent twice with two keys used to act as the first,
+    silently, where the two headers with two keys are refused: a tenant key first and an
+    admin key after it (a proxy appending its own) got the tenant's answer. Now both are a
+    401 naming the header, with a body or without; the same key twice is still one key."""
+    tenant = await api.ops.keys.create(tenant="acme", name="acme")
+    repeated = [
+        [("Authorization", f"Bearer {tenant.key}"), ("Authorization", f"Bearer {api.admin_key}")],
+        [("Authorization", f"Bearer {api.admin_key}"), ("Authorization", "Basic dXNlcjpwdw==")],
+        [("X-API-Key", tenant.key), ("X-API-Key", api.admin_key)],
+    ]
+    async with client(api.url) as http:
+        for headers in repeated:
+            header = headers[0][0]
+            for answer in (
+                await http.get("/whoami", headers=headers),
+                await http.post("/workflows/validate", headers=headers, json={}),
+            ):
+                assert answer.status_code == 401, (headers, answer.text)
+                assert answer.json()["code"] == "unauthorized"
+                assert f"sends the {header} header more than once" in answer.json()["message"]
+                assert api.admin_key not in answer.text and tenant.key not in answer.text
+        twice = [("Authorization", f"Bearer {tenant.key}")] * 2
+        same = await http.get("/whoami", headers=twice)
+    assert same.status_code == 200, same.text
+    assert same.json()["tenant"] == "acme"
+
+
 async def test_revoked_key_is_refused_on_the_next_request(api: Api) -> None:
     victim = await api.ops.keys.create(admin=True, name="victim")
     async with client(api.url, victim.key) as http:
