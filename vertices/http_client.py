@@ -269,7 +269,24 @@ def transport_error_message(exc: BaseException) -> str:
         return f"TLS certificate of {exc.host}:{exc.port} refused: {exc.certificate_error}"
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"cannot connect to {exc.host}:{exc.port}: {_connect_reason(exc.os_error)}"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return f"not a valid URL: {_invalid_url_reason(exc.description)}"
     return str(exc) or type(exc).__name__
+
+
+def _invalid_url_reason(description: str | None) -> str:
+    """Why the HTTP client refused a URL, without the URL: aiohttp's own text starts with the
+    URL whole, `user:password@`, query string and fragment included, which a step's error
+    never shows (docs/security.md, 'Using a secret'), and one of yarl's reasons quotes the
+    URL's authority. yarl's other reasons are fixed sentences, kept as they are."""
+    if not description:
+        return "the HTTP client cannot read it"
+    if "backslash" in description:
+        # A literal `\` before the path: publication reads it as part of a user name.
+        return "a backslash before its path, which the HTTP client refuses (RFC 3986)"
+    if "'" in description or '"' in description:
+        return "its host is malformed"
+    return description
 
 
 def _connect_reason(error: OSError) -> str:

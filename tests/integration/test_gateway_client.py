@@ -110,6 +110,24 @@ async def test_a_refused_connection_is_a_network_error(client: HttpClient) -> No
     assert "ssl" not in message
 
 
+async def test_a_url_the_client_refuses_is_not_quoted_in_the_error(client: HttpClient) -> None:
+    """A literal URL with a backslash in its authority passes publication (read as a user
+    name) but the client refuses it before connecting. aiohttp's text quoted the URL whole,
+    so the step's error showed its user name, query string and fragment, which no step's
+    error shows; and yarl quotes an authority it cannot normalise, password included."""
+    for url, reason in [
+        ("http://svc:pa55word\\@127.0.0.1:9/p?apikey=abc123#frag", "a backslash before its path"),
+        ("http://svc:pa55word@ex\uff03ample.test:9/p?apikey=abc123", "its host is malformed"),
+    ]:
+        with pytest.raises(aiohttp.InvalidURL) as caught:
+            await call(client, url, timeout_s=2)
+        assert classify_transport_error(caught.value) is TransportErrorKind.INVALID_REQUEST
+        message = transport_error_message(caught.value)
+        assert message.startswith(f"not a valid URL: {reason}"), message
+        for part in ("svc", "pa55word", "apikey", "abc123", "frag"):
+            assert part not in message, message
+
+
 async def test_cookies_are_never_carried_between_calls(
     downstream: RunningDownstream, client: HttpClient
 ) -> None:
