@@ -32,6 +32,15 @@ REDOC_LOGO = (
     'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"}):null'
 )
 """The sidebar's logo in ReDoc's minified script: an image drawn once the page is up."""
+PAGE_HEADERS = {
+    # Never framed: Swagger UI takes a key ("Authorize") and sends requests with it, so a page
+    # of another site that framed it could have an operator click through a request unseen.
+    # Its scripts are inline, so the monitor's whole policy (api.rest.ui) would break it.
+    "Content-Security-Policy": "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""The headers of `/docs` and `/redoc`, as the monitor's pages have them."""
 
 
 @cache
@@ -57,21 +66,25 @@ def mount_docs(app: FastAPI) -> None:
     @app.get(DOCS_PATH, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url=f"{root}{openapi}",
             title=f"{app.title} - Swagger UI",
             swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
         )
+        page.headers.update(PAGE_HEADERS)
+        return page
 
     @app.get(REDOC_PATH, include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_redoc_html(
+        page = get_redoc_html(
             openapi_url=f"{root}{openapi}",
             title=f"{app.title} - ReDoc",
             redoc_js_url=f"{root}{ASSETS_PATH}/{REDOC_JS}",
             redoc_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
             with_google_fonts=False,
         )
+        page.headers.update(PAGE_HEADERS)
+        return page

@@ -99,6 +99,18 @@ async def test_the_monitor_is_served_without_a_key(api: Api) -> None:
     assert_error(runs, 401, "unauthorized")  # the data still needs a key
 
 
+async def test_the_api_reference_pages_cannot_be_framed(api: Api) -> None:
+    """`/docs` (Swagger UI, which takes a key and sends requests with it) and `/redoc` had
+    none of the monitor's headers: any site could frame them."""
+    async with api.http(None) as http:
+        pages = [await http.get("/docs"), await http.get("/redoc")]
+    for page in pages:
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
+
+
 async def test_the_monitor_config_names_no_downstream_outside_the_demo(api: Api) -> None:
     """Only `serve --demo` has a demo downstream for the editor's starter document (the demo
     case is tests/e2e/test_ui_monitor.py)."""
