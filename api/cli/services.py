@@ -353,7 +353,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
         settle_heap()
         try:
             await _check_name(runtime, name, health)
-            await _warn_keys_missing(runtime, name)
+            await _warn_keys_missing(runtime, f"worker {name}")
             await _warn_clock_skew(runtime, f"worker {name}")
             async with asyncio.TaskGroup() as group:
                 if health is not None:
@@ -369,16 +369,17 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
             await runtime.close()
 
 
-async def _warn_keys_missing(runtime: Runtime, name: str) -> None:
-    """Warn, once at start, when stored secrets are encrypted with a key this worker lacks
-    (its SCHEMABRIDGE_SECRET_KEYS differs from the api's): otherwise the first sign is runs
-    failing secret_unreadable on this worker alone, whose message names no worker."""
+async def _warn_keys_missing(runtime: Runtime, process: str) -> None:
+    """Warn, once at start, when stored secrets are encrypted with a key this process's
+    worker lacks (a worker's SCHEMABRIDGE_SECRET_KEYS differs from the api's, or `serve` was
+    restarted with another key than the one that set them): otherwise the first sign is
+    runs failing secret_unreadable. `process` names it: `worker <name>`, or serve's name."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from engine.operations.secrets import keys_missing
 
     try:
-        problem = await keys_missing(runtime.store, runtime.secret_cipher, f"worker {name}")
+        problem = await keys_missing(runtime.store, runtime.secret_cipher, process)
     except SQLAlchemyError:  # a check, not a gate: the database's trouble is told elsewhere
         return
     if problem is not None:
@@ -737,6 +738,8 @@ async def _serve_all(
             if demo is not None and downstream_url is not None:
                 published = await _publish_examples(runtime, demo, downstream_url)
                 _warn_demo(downstream_url, published, server.url)
+            # serve runs a worker: a key changed since the secrets were set fails their steps.
+            await _warn_keys_missing(runtime, service)
             metrics = WorkerMetrics()
             settle_heap()
             app = create_app(

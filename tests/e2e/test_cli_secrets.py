@@ -164,13 +164,22 @@ def test_services_refuse_to_start_with_a_malformed_key(
     assert "not-a-fernet-key" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "process"),
+    [
+        (["worker", "--name", "w-keys", "--health-port", "0"], "worker w-keys"),
+        # serve runs a worker: restarted with another key, it said nothing either.
+        (["serve", "--port", "0"], "serve-"),
+    ],
+)
 def test_a_worker_lacking_the_key_of_stored_secrets_says_so_at_start(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path, command: list[str], process: str
 ) -> None:
     """A worker given another SCHEMABRIDGE_SECRET_KEYS than the CLI and api that set the
     secrets started without a word; the first sign was runs failing secret_unreadable on it
     alone, their message naming "this process" and no worker. It says so once it is ready,
-    naming the key it lacks; one that holds it says nothing."""
+    naming the key it lacks; one that holds it says nothing. So does `serve`, whose worker
+    is in the same process."""
     from tests.e2e.rest_harness import service
 
     setting = env["SCHEMABRIDGE_SECRET_KEYS"]
@@ -179,8 +188,7 @@ def test_a_worker_lacking_the_key_of_stored_secrets_says_so_at_start(
     other = Fernet.generate_key().decode()
     for round, (keys, told) in enumerate([(other, True), (f"{other},{setting}", False)]):
         worker_env = {**env, "SCHEMABRIDGE_SECRET_KEYS": keys}
-        args = ["worker", "--name", "w-keys", "--health-port", "0"]
-        with service(args, worker_env, tmp_path / f"worker-{round}.log") as worker:
+        with service(command, worker_env, tmp_path / f"worker-{round}.log") as worker:
             worker.wait_for_url()
             assert worker.stop() == 0
         lines = [line for line in worker.stderr().splitlines() if "secret_unreadable" in line]
@@ -188,9 +196,7 @@ def test_a_worker_lacking_the_key_of_stored_secrets_says_so_at_start(
             assert not lines, worker.stderr()
             continue
         assert len(lines) == 1, worker.stderr()
-        assert (
-            f"worker w-keys: 2 secrets in the database are encrypted with key {key_id(setting)}"
-            in lines[0]
-        )
+        assert process in lines[0], lines[0]
+        assert f": 2 secrets in the database are encrypted with key {key_id(setting)}" in lines[0]
         assert f"(it holds {key_id(other)})" in lines[0] and "restart it" in lines[0]
         assert VALUE not in worker.stderr() and setting not in worker.stderr()
