@@ -49,6 +49,11 @@ _LABELLED: tuple[tuple[IPNetwork, str], ...] = tuple(
         ("192.168.0.0/16", "a private network (RFC 1918)"),
         ("169.254.0.0/16", "link-local, where the cloud metadata service lives"),
         ("100.64.0.0/10", "carrier-grade NAT (100.64.0.0/10)"),
+        # Python before 3.11.10 / 3.12.4 calls most of these two global (CVE-2024-4032), so
+        # they are named here rather than left to `is_global`: Oracle Cloud's metadata
+        # service answers at 192.0.0.192, and a local NAT64 prefix reaches internal IPv4.
+        ("192.0.0.0/24", "IETF protocol assignments (192.0.0.0/24, Oracle Cloud's metadata)"),
+        ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation (64:ff9b:1::/48)"),
         ("224.0.0.0/4", "multicast"),
         ("240.0.0.0/4", "reserved"),
         ("::/128", "the unspecified address"),

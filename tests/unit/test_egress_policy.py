@@ -40,6 +40,11 @@ REFUSED = {
     "255.255.255.255": "reserved",
     "192.0.2.10": "not globally routable",  # documentation range
     "198.18.0.1": "not globally routable",  # benchmarking range
+    # Global to Python before 3.11.10 / 3.12.4 (CVE-2024-4032): refused whatever its version.
+    "192.0.0.192": "Oracle Cloud's metadata",
+    "192.0.0.8": "IETF protocol assignments",
+    "64:ff9b:1::a00:1": "local-use IPv4/IPv6 translation",
+    "64:ff9b:1::7f00:1": "local-use IPv4/IPv6 translation",
     "::": "unspecified",
     "::1": "loopback",
     "fc00::1": "unique-local",
@@ -81,6 +86,7 @@ _INTERNAL_V4 = [
         "127.0.0.0/8",
         "169.254.0.0/16",
         "172.16.0.0/12",
+        "192.0.0.0/24",
         "192.168.0.0/16",
         "224.0.0.0/4",
         "240.0.0.0/4",
