@@ -317,12 +317,15 @@ def failed_step(step: StepView) -> RenderableType:
     error = step.error
     if error is None:  # a FAILED step always has an error; say so rather than guess
         return Text(f"failed step {step.vertex_id}: no error recorded")
-    pairs: list[tuple[str, str | Text]] = [("message", error.message or MISSING)]
+    # Text, never markup, with control characters escaped: a message carries the reason
+    # phrase the destination chose, and the body excerpt is its answer.
+    message = Text(shown(error.message)) if error.message else MISSING
+    pairs: list[tuple[str, str | Text]] = [("message", message)]
     if error.http_status is not None or error.attempts is not None:
         after = f" after {plural(error.attempts, 'attempt')}" if error.attempts else ""
         pairs.append(("HTTP", f"status {show(error.http_status)}{after}"))
     if error.body_excerpt:
-        pairs.append(("body", excerpt(error.body_excerpt, BODY_EXCERPT_CHARS)))
+        pairs.append(("body", Text(shown(excerpt(error.body_excerpt, BODY_EXCERPT_CHARS)))))
     if error.retry_after_s is not None:
         pairs.append(("Retry-After", duration(error.retry_after_s)))
     if error.request is not None:

@@ -592,14 +592,16 @@ def test_a_table_shows_a_control_character_escaped_on_its_own_line() -> None:
     ], lines
 
 
-def failed_with(request: dict[str, object] | None) -> str:
-    """`runs show` of a run whose one GATEWAY failed with a 422, having sent `request`."""
+def failed_with(request: dict[str, object] | None, **answered: object) -> str:
+    """`runs show` of a run whose one GATEWAY failed with a 422, having sent `request`
+    (`answered`: more of the error, its `bodyExcerpt` say)."""
     error = {
         "kind": "http_error",
         "message": "POST https://api.example.com/orders: 422",
         "httpStatus": 422,
         "attempts": 1,
         "request": request,
+        **answered,
     }
     run = RunDetail.model_validate(
         {
@@ -636,6 +638,22 @@ def test_runs_show_says_what_a_failed_call_sent() -> None:
     assert '{"token":"***","note":"[bold]x[/bold]\\x1b[2J"}' in flat
     assert "\x1b" not in shown
     assert f"[cut: the first {len(body)} characters of 12,345 bytes sent]" in flat
+
+
+def test_runs_show_prints_what_a_destination_answered_as_text() -> None:
+    """The failed step's body excerpt and message (whose reason phrase the destination
+    chose) were read as markup: an answer of `bad [/oops] here` made `runs show` fail with a
+    traceback, `[link=…]` drew a link and `[conceal]` hid text. They are text now, their
+    control characters escaped, as what the call sent is."""
+    shown = failed_with(
+        None,
+        message="POST https://api.example.com/orders: 422 [/reason]",
+        bodyExcerpt="bad [/oops] here [link=https://evil.example]x[/link]\x1b]0;t\x07",
+    )
+    flat = " ".join(shown.split())
+    assert "body bad [/oops] here [link=https://evil.example]x[/link]\\x1b]0;t\\x07" in flat
+    assert "message POST https://api.example.com/orders: 422 [/reason]" in flat
+    assert "\x1b" not in shown
 
 
 def test_runs_show_without_a_request_or_body_says_only_what_there_is() -> None:
