@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from api.cli import usage
 from api.cli.exit_codes import exit_code_for
@@ -95,7 +96,8 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
         return asyncio.run(run())
     except OperationError as error:
         usage.show_traceback(error)
-        console.print(f"[red]error:[/red] {error.message}", soft_wrap=True, highlight=False)
+        # Text, never markup: the message quotes what was typed (`keys revoke '[/x]'`).
+        console.print(f"[red]error:[/red] {escape(error.message)}", soft_wrap=True, highlight=False)
         raise typer.Exit(exit_code_for(error)) from None
 
 

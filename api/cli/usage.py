@@ -28,6 +28,7 @@ from typing import IO, Any, NoReturn, get_args, get_origin
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer import core as typer_core
 
 # Typer bundles its own click (0.29+); its usage errors are this class.
@@ -312,15 +313,19 @@ def report(error: BaseException) -> NoReturn:
     if known is None:
         where = "" if OPTIONS.debug else " (run again with --debug for the traceback)"
         first = (str(error).strip().splitlines() or [""])[0]
-        console.print(f"[red]error:[/red] internal error: {type(error).__name__}: {first}{where}")
+        console.print(
+            f"[red]error:[/red] internal error: {type(error).__name__}: {escape(first)}{where}"
+        )
         sys.exit(ExitCode.FAILED)
     message, code = known
     if message:
-        console.print(f"[red]error:[/red] {message}")
+        console.print(f"[red]error:[/red] {escape(message)}")
     sys.exit(code)
 
 
 def fail(message: str, code: int = ExitCode.USAGE) -> typer.Exit:
-    """Print `error: message` (one line) and return the `Exit` to raise."""
-    stderr().print(f"[red]error:[/red] {message}")
+    """Print `error: message` (one line) and return the `Exit` to raise. The message is text,
+    never markup: it may quote what a user typed or a server answered (`[/x]`), which Rich
+    would otherwise read as a tag, and fail on."""
+    stderr().print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)

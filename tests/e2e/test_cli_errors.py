@@ -230,6 +230,14 @@ def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
     assert "Traceback" not in unreadable.stdout + unreadable.stderr
 
 
+def test_an_error_quoting_brackets_is_said_as_text(tmp_path: Path, sqlite: str) -> None:
+    """An error line quoting what was typed was read as Rich markup: `keys revoke '[/x]'`
+    ended in a MarkupError traceback instead of saying there is no such key."""
+    assert sb("db", "upgrade", database=sqlite).returncode == 0
+    one_line(sb("keys", "revoke", "[/x]", database=sqlite), 1, "no API key with id '[/x]'")
+    one_line(sb("secrets", "delete", "[/x]", "--tenant", "a", database=sqlite), 2, "'[/x]'")
+
+
 def test_debug_shows_the_traceback(workflow: Path) -> None:
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
     result = sb("--debug", "run", str(workflow), database=url)
