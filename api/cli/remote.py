@@ -208,12 +208,14 @@ def status_text(status: str) -> Text:
 def table(headers: Sequence[str], rows: Sequence[Sequence[str | Text]]) -> Table:
     """A borderless table: aligned columns, a bold header; piped, it is plain text. A value
     with a newline, a tab or a control character in it (a tenant id the store took) is shown
-    escaped (`a\\nb`), so each row stays one line and the columns stay aligned."""
+    escaped (`a\\nb`), so each row stays one line and the columns stay aligned. A value is
+    text, never markup: a run's error quotes the reason phrase a destination chose, and an
+    `[/x]` in it made `runs list` fail with a MarkupError."""
     grid = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
     for header in headers:
         grid.add_column(header, overflow="fold")
     for row in rows:
-        grid.add_row(*(shown(cell) if isinstance(cell, str) else cell for cell in row))
+        grid.add_row(*(Text(shown(cell)) if isinstance(cell, str) else cell for cell in row))
     return grid
 
 

@@ -268,7 +268,9 @@ def _fields(pairs: Sequence[tuple[str, str | Text]]) -> Table:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for name, value in pairs:
-        grid.add_row(name, value)
+        # Text, never markup: values quote what clients sent (an Idempotency-Key of `[/x]`
+        # made `runs show` fail with a MarkupError) and what destinations answered.
+        grid.add_row(name, Text(value) if isinstance(value, str) else value)
     return grid
 
 

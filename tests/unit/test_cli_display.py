@@ -1027,6 +1027,30 @@ def test_a_list_names_the_run_a_start_over_made_for_a_run_and_for_a_child() -> N
     assert "started over" not in said[2], said
 
 
+def test_runs_list_prints_an_error_a_destination_worded_as_text() -> None:
+    """A run's error quotes the reason phrase its destination answered with, `400 Bad [/x]`:
+    `runs list` then failed whole with a MarkupError (no run of the page listed), and a
+    `[link=…]` in it drew a link. The cells of a table are text."""
+    message = "GET http://api.example.com/r: 400 Bad [/x] [link=https://e.example]L[/link]"
+    run = RunSummary.model_validate(
+        {"id": "r" * 36, "workflow": "w", "version": 1, "tenantId": "t[/t]", "status": "FAILED"}
+        | {"createdAt": 0, "error": {"kind": "http_error", "message": message}}
+    )
+    flat = " ".join(rendered(run_display.runs_table([run], NOW)).split())
+    assert "t[/t]" in flat and "400 Bad [/x] [link=https://e.example]L[/link]" in flat, flat
+
+
+def test_runs_show_prints_what_a_client_sent_as_text() -> None:
+    """An Idempotency-Key is the client's text: `[/k]` made `runs show` fail with a
+    MarkupError, and `[conceal]` hid what followed it."""
+    run = RunDetail.model_validate(
+        {"id": "r1", "workflow": "w", "version": 1, "tenantId": "[red]t", "status": "RUNNING"}
+        | {"createdAt": NOW, "idempotencyKey": "[/k] [conceal]hidden"}
+    )
+    flat = " ".join(rendered(run_display.run_view(run, NOW)).split())
+    assert "idempotency key [/k] [conceal]hidden" in flat and "tenant [red]t" in flat, flat
+
+
 def test_a_join_an_operator_resolved_is_not_said_to_have_tolerated_its_children() -> None:
     # The tour: after `runs resolve RUN join`, `runs show` said "1 of 3 children failed
     # (tolerated)" of a join that tolerates none; the operator closed it.
