@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import uvicorn
 from fastapi import FastAPI
 
+from api.rest.bounded_head import BoundedHead
 from api.rest.deps import stop_streams
 from vertices.egress import IPNetwork
 
@@ -110,8 +111,9 @@ class ApiServer:
         config = uvicorn.Config(
             app,
             lifespan="on",
-            # httptools parses HTTP/1.1 in C (h11, the fallback, is pure Python).
-            http="httptools",
+            # httptools parses HTTP/1.1 in C (h11, the fallback, is pure Python); bounded, as
+            # it is not by itself, in a request head's size and time (`api.rest.bounded_head`).
+            http=BoundedHead,
             log_config=None,  # the process configured logging; the access log is the app's
             access_log=False,
             # Only the proxies named (SCHEMABRIDGE_TRUSTED_PROXIES), never uvicorn's default

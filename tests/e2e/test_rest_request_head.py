@@ -1,0 +1,108 @@
+"""A request's head (request line and headers) is bounded before the app sees it, over real
+HTTP on loopback (`api.rest.bounded_head`): too long is a 431 and too slow a 408, each a JSON
+error body, the connection closed; a head within both bounds is served, on a connection kept
+alive for the next request as before. From a security review: a 100 MB header was read whole
+and answered 200, and a head sent a line every 10 s kept its connection for minutes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from api.rest import borrowed_runtime, bounded_head, create_app
+from engine.runtime import Runtime
+from tests.conftest import Backend
+from tests.e2e.rest_harness import serving
+from tests.integration.engine_harness import settings_for
+
+ANSWER_TIMEOUT_S = 20.0
+
+
+@pytest.fixture
+async def address(backend: Backend) -> AsyncIterator[tuple[str, int]]:
+    settings = settings_for(backend)
+    runtime = await Runtime.open(settings)
+    try:
+        app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
+        async with serving(app) as url:
+            split = urlsplit(url)
+            assert split.hostname is not None and split.port is not None
+            yield split.hostname, split.port
+    finally:
+        await runtime.close()
+
+
+async def answer_to(address: tuple[str, int], *parts: bytes, pause_s: float = 0.0) -> bytes:
+    """What the server sends back for `parts`, written `pause_s` apart, until it closes (or
+    until the one answer a kept-alive connection sends is whole)."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+            await asyncio.sleep(pause_s)
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(
+                next(
+                    line.split(b":")[1]
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+            )
+            return head + await reader.readexactly(length)
+    finally:
+        writer.close()
+
+
+def status_and_body(answer: bytes) -> tuple[int, dict[str, object]]:
+    head, body = answer.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ")[1]), json.loads(body)
+
+
+async def test_a_head_longer_than_the_bound_is_refused_431(address: tuple[str, int]) -> None:
+    big = b"x" * (bounded_head.MAX_HEAD_BYTES + 1024)
+    request = b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + big + b"\r\n\r\n"
+    status, body = status_and_body(await answer_to(address, request))
+    assert status == 431
+    assert body == {
+        "code": "headers_too_large",
+        "message": "the request's headers are longer than 64 KiB",
+        "details": {},
+    }
+
+
+async def test_a_head_too_slow_is_refused_408(
+    address: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bounded_head, "HEAD_TIMEOUT_S", 0.5)
+    # A line at a time, then nothing more: the head is never finished.
+    lines = [b"GET /health HTTP/1.1\r\n", b"Host: t\r\n", b"X-One: 1\r\n"]
+    status, body = status_and_body(await answer_to(address, *lines, pause_s=0.1))
+    assert status == 408
+    assert body["code"] == "request_timeout"
+    assert body["message"] == "the request's headers did not arrive within 0.5 s"
+
+
+async def test_heads_within_the_bounds_are_served_one_after_another(
+    address: tuple[str, int],
+) -> None:
+    header = b"X-Token: " + b"t" * (bounded_head.MAX_HEAD_BYTES // 2) + b"\r\n"
+    request = b"GET /health HTTP/1.1\r\nHost: t\r\n" + header + b"\r\n"
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        for _ in range(3):  # each counted on its own, on one kept-alive connection
+            writer.write(request)
+            await writer.drain()
+            async with asyncio.timeout(ANSWER_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                body = json.loads(await reader.readexactly(length))
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            assert body["status"] == "ok"
+    finally:
+        writer.close()
