@@ -511,4 +511,6 @@ async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) 
 async def cancel(run_id: str, ops: OperationsDep, caller: CallerDep) -> CancelResult:
     """409 `run_ended` for a SUCCEEDED or FAILED run; already CANCELLED answers
     `changed: false`."""
-    return await ops.actions.cancel(run_id, actor=caller.actor, tenant=caller.tenant)
+    return await ops.actions.cancel(
+        run_id, actor=caller.actor, tenant=caller.tenant, deployment_actor=caller.named_actor
+    )

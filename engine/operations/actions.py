@@ -663,7 +663,14 @@ class OperatorActions:
         )
 
     @store_boundary
-    async def cancel(self, run_id: str, *, actor: str, tenant: str | None = None) -> CancelResult:
+    async def cancel(
+        self,
+        run_id: str,
+        *,
+        actor: str,
+        tenant: str | None = None,
+        deployment_actor: str | None = None,
+    ) -> CancelResult:
         """The run and every descendant still going end CANCELLED; their steps that had not
         ended are CANCELLED. Workers are told before this returns: the steps they hold send no
         new HTTP attempt, and a request already on the wire finishes without its result being
@@ -671,8 +678,12 @@ class OperatorActions:
         A cancelled child counts as cancelled in its parent's join. Already CANCELLED:
         `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`. A deployment's
         `gradual_deploy` run takes its deployment with it (ABORTED), which the answer names
-        (`aborted_deployment`, and in `message`)."""
-        outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
+        (`aborted_deployment`, and in `message`), recording `deployment_actor` as who stopped it
+        (`actor` when None): a deployment names the key with its name, where an operator
+        action on a run keeps its bare id (`Caller.named_actor`)."""
+        outcome = await self._runtime.store.cancel_run(
+            run_id, actor=actor, tenant=tenant, deployment_actor=deployment_actor
+        )
         changed = outcome.runs_cancelled > 0
         message = (
             _cancelled(outcome.runs_cancelled, outcome.steps_cancelled)

@@ -817,14 +817,20 @@ class OperatorActionsStore(WorkQueue):
     # ── cancel ──────────────────────────────────────────────────────────────────────────────
 
     async def cancel_run(
-        self, run_id: str, *, actor: str, tenant: str | None = None
+        self,
+        run_id: str,
+        *,
+        actor: str,
+        tenant: str | None = None,
+        deployment_actor: str | None = None,
     ) -> CancelOutcome:
         """The run and every descendant still going end CANCELLED, in a fixed number of
         statements however many children there are. Their open steps are CANCELLED; steps in
         flight finish but their results are dropped (their claims are no longer live).
         Descendants that had already ended keep their status. A cancelled child of a run that
         goes on counts as cancelled on its spawner, which may close the join (MERGE's rules
-        decide). Already CANCELLED: a no-op; SUCCEEDED or FAILED: refused."""
+        decide). Already CANCELLED: a no-op; SUCCEEDED or FAILED: refused. A deployment the
+        cancel aborts records `deployment_actor` (`actor` when None) as who stopped it."""
 
         async def work(conn: AsyncConnection) -> CancelOutcome:
             now = self._clock.now()
@@ -836,7 +842,7 @@ class OperatorActionsStore(WorkQueue):
             steps_cancelled, cancelled = await self._cancel_tree(conn, run_id, now)
             if run_id not in {row.id for row in cancelled}:  # it ended meanwhile
                 raise _ended(run_id, await sql.current_status(conn, run_id))
-            aborted = await self._after_cancel(conn, run_id, actor)
+            aborted = await self._after_cancel(conn, run_id, deployment_actor or actor)
             below = len(cancelled) - 1
             said = f"cancelled by {actor} ({below} runs under it)"
             if aborted is not None:

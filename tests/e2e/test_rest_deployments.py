@@ -279,6 +279,10 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         batch = await http.post("/runs/retry", json={"ids": [deployment["runId"]]})
         assert [s["reason"] for s in batch.json()["skipped"]] == ["deployment_run"]
     assert shown["status"] == "ABORTED" and shown["weight"] is None
+    # Who stopped it is the key with its name, as for an abort by hand or its start: a bare
+    # id in its outcome and timeline says nothing without `keys list`.
+    assert shown["outcome"]["actor"] == deployment["createdBy"] == shown["createdBy"]
+    assert shown["outcome"]["reason"].endswith(f"was cancelled by {deployment['createdBy']}")
 
 
 async def test_the_system_workflow_is_not_listed_as_a_users(api: Api) -> None:
