@@ -154,11 +154,15 @@ def stop_reason(reason: str | None) -> str | None:
     return flat or None
 
 
-def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]) -> str | None:
-    """Why a deployment of `workflow` may sit in its first stage: the serving versions of
-    `parents` start it as a SPAWNER's child, and a run tree pins its children's versions at
-    its root, so the candidate gets none of those runs (a warning: direct submissions may
-    exist). None when no workflow spawns it."""
+def child_warning(
+    workflow: str, version: int, parents: Sequence[SpawningParent], stage: int = 1
+) -> str | None:
+    """Why a deployment of `workflow` may sit in its stage `stage` (the first at its start):
+    the serving versions of `parents` start it as a SPAWNER's child, and a run tree pins its
+    children's versions at its root, so the candidate gets none of those runs (a warning:
+    direct submissions may exist). None when no workflow spawns it. A running deployment's
+    view names the stage in force: direct submissions may have taken it past the first, and
+    "stays in stage 1" beside "stage 3 of 4" read as a contradiction."""
     if not parents:
         return None
     names = ", ".join(f"{p.name} v{p.version}" for p in parents)
@@ -166,7 +170,7 @@ def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]
         f"{workflow} is a SPAWNER's child in the serving version of {names}: those children "
         f"run the version their parent run pinned (the serving one, or the `{workflow}@N` "
         f"its SPAWNER names), so this deployment moves only the runs submitted to {workflow} "
-        f"directly and with none it stays in stage 1; to move the children, publish the "
+        f"directly and with none it stays in stage {stage}; to move the children, publish the "
         f"parent with `{workflow}@{version}` in its SPAWNER and deploy the parent"
     )
 
@@ -468,7 +472,8 @@ class DeploymentOperations:
 
     async def _child_warning(self, record: DeploymentRecord) -> str | None:
         parents = await self._spawning_parents(record.workflow_name)
-        return child_warning(record.workflow_name, record.candidate_version, parents)
+        stage = record.stage_index + 1
+        return child_warning(record.workflow_name, record.candidate_version, parents, stage)
 
     async def _spawning_parents(self, workflow: str) -> builtins.list[SpawningParent]:
         """`Store.spawning_parents`, as kept while no routing row changed."""

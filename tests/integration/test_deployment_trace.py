@@ -227,3 +227,27 @@ async def test_a_candidate_run_names_its_deployment(
     assert (system.route, system.deployment_id) == ("system", second.id)
     pinned = (await env.ops.runs.submit("orders", {}, version=2)).run
     assert (await env.ops.runs.get(pinned.id)).deployment_id is None
+
+
+async def test_a_child_workflows_deployment_past_stage_1_names_the_stage_it_waits_in(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """Direct submissions took it past stage 1: the warning that parents pin the workflow
+    names the stage in force, not "stays in stage 1" beside "stage 2 of 2"."""
+    await env.publish(
+        version_doc("orders", downstream.url),
+        version_doc("orders", downstream.url, note="-v2"),
+        spawner_of("batches", "orders"),
+    )
+    stages = [
+        StageSpec(weight=50, min_runs=1, min_duration_seconds=0),
+        StageSpec(weight=100, min_runs=1000),
+    ]
+    started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=1))
+    assert "with none it stays in stage 1;" in started.warnings[0]
+    await env.candidate_run("orders")
+    shown = await env.checked(started, 1)
+    assert (shown.status, shown.stage) == ("RUNNING", 2), shown
+    (warning,) = shown.warnings
+    assert "with none it stays in stage 2;" in warning, warning
+    await env.ops.deployments.abort(started.id, actor="test")
