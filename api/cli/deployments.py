@@ -124,19 +124,12 @@ def stages_body(
 
 def _one_line(failure: ApiFailure, stages: str | None) -> ApiFailure:
     """The API's refusals of a start, said the CLI's way: stages that cannot work name the
-    option (one line: the message already lists every problem); a running deployment says
-    what to do about it."""
+    option (one line: the message already lists every problem). A running deployment's
+    commands are added by `call` (`hints.with_fix`), as for a serving switch it refuses."""
     if failure.code == "invalid_deployment":
         given = "" if stages is None else f"--stages {stages}: "
         message = failure.message.splitlines()[0]
         return ApiFailure(f"{given}{message}", ExitCode.USAGE, status=failure.status)
-    running = failure.details.get("deploymentId")
-    if failure.code == "deployment_running" and isinstance(running, str):
-        message = (
-            f"{failure.message}; watch it with `schemabridge deployments show {running}` or "
-            f"stop it with `schemabridge deployments abort {running}`"
-        )
-        return ApiFailure(message, failure.exit_code, status=failure.status, code=failure.code)
     return failure
 
 

@@ -1,6 +1,7 @@
 """The fix that goes with a "not found" from the API, added to its one line: the workflow
 names a typo was close to (`did you mean 'support-ticket'?`), or the command that lists what
-exists. A failure to find the names leaves the message as the API said it."""
+exists; and with a running deployment in the way, the commands that follow and stop it. A
+failure to find the names leaves the message as the API said it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ MAX_LISTED = 8
 """Workflow names listed when none is close to the one given."""
 RUNS_FIX = "`schemabridge runs list` shows the runs (a fan-out's children: `runs list --all`)"
 DEPLOYMENTS_FIX = "`schemabridge deployments list` shows the deployments"
+
+
+def deployment_running_fix(deployment_id: str) -> str:
+    """What to do about a deployment that keeps a start or a serving switch from happening
+    (`deployment_running`): the commands that follow it and stop it, whichever was refused."""
+    return (
+        f"watch it with `schemabridge deployments show {deployment_id}` or stop it with "
+        f"`schemabridge deployments abort {deployment_id}`"
+    )
 
 
 def amended(failure: ApiFailure, fix: str) -> ApiFailure:
@@ -87,6 +97,9 @@ async def with_fix(
         return amended(failure, RUNS_FIX)
     if failure.code == "deployment_not_found":
         return amended(failure, DEPLOYMENTS_FIX)
+    running = failure.details.get("deploymentId")
+    if failure.code == "deployment_running" and isinstance(running, str):
+        return amended(failure, deployment_running_fix(running))
     if failure.code != "workflow_not_found" or workflow is None:
         return failure
     if failure.details.get("meant") or failure.details.get("versions"):

@@ -381,7 +381,14 @@ def test_a_second_deployment_is_refused(stack: Stack) -> None:
     )
     assert len(second.stderr.splitlines()) == 1
     switch = stack.cli("workflows", "serving", "dep-twice", "2")
-    assert_refused(switch, 1)
+    # The same refusal, the same way out: the running deployment's commands.
+    assert_refused(
+        switch,
+        1,
+        f"`schemabridge deployments show {first}`",
+        f"`schemabridge deployments abort {first}`",
+    )
+    assert len(switch.stderr.splitlines()) == 1
     assert len(stack.json("deployments", "list", "dep-twice")["items"]) == 1
     stack.ok("deployments", "abort", first)
 
