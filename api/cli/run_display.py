@@ -204,8 +204,29 @@ def lost_line(attempt: AttemptView) -> str:
     return line
 
 
+STAGE_OUTCOME_WORDS = {
+    "rolled_back": "rolled the deployment back",
+    "not_run": "not run: the deployment had ended",
+}
+"""What a deployment's stage step decided, by its output's `outcome`, when its SUCCEEDED
+does not say it: the `gradual_deploy` run of a deployment rolled back by its verdict
+succeeds (it did its job: docs/architecture.md, "`gradual_deploy`, a system workflow"), the
+stage that judged it and the later ones too, which read as stages passed."""
+
+
+def stage_outcome(step: StepView) -> str | None:
+    """`STAGE_OUTCOME_WORDS` of a DEPLOY_STAGE step (None for a stage that passed, or any
+    other step)."""
+    if step.type != "DEPLOY_STAGE" or not isinstance(step.output, dict):
+        return None
+    return STAGE_OUTCOME_WORDS.get(str(step.output.get("outcome")))
+
+
 def step_detail(step: StepView, now: float) -> str:
     parts = [lost_line(a) for a in step.history if a.lost is not None]
+    outcome = stage_outcome(step)
+    if outcome is not None:
+        parts.append(outcome)
     if step.error is not None:
         http = f" (HTTP {step.error.http_status})" if step.error.http_status is not None else ""
         parts.append(f"{step.error.kind}{http}")

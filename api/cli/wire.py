@@ -219,6 +219,8 @@ class StepView(Wire):
     status: str
     attempts: int = 0
     auto_retries: int = 0
+    output: Any = None
+    """What it produced; a deployment's stage step: its verdict (`outcome`, `verdict`)."""
     error: ErrorView | None = None
     started_at: float | None = None
     ended_at: float | None = None

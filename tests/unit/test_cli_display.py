@@ -1188,3 +1188,27 @@ def test_a_candidates_runs_say_so_in_text_as_in_json() -> None:
     assert table.count("(candidate)") == 1, table
     assert submitted_as(candidate) == "orders v7, a deployment's candidate"
     assert submitted_as(serving) == "orders v7"
+
+
+def test_a_rolled_back_deployments_stage_steps_say_what_they_decided() -> None:
+    """The tour's gradual_deploy run of a rolled-back deployment: every stage step SUCCEEDED
+    (the run did its job), and `runs show` read "stage-2 … SUCCEEDED" for stages never run.
+    DETAIL says the stage that rolled the deployment back and the ones not run; a stage that
+    passed needs no word."""
+    outputs = {
+        "stage-1": {"stage": 1, "outcome": "rolled_back", "verdict": "deployment d1 rolled back"},
+        "stage-2": {"stage": 2, "outcome": "not_run", "verdict": "not run: deployment d1 …"},
+    }
+    steps = [
+        {"vertexId": vertex, "type": "DEPLOY_STAGE", "status": "SUCCEEDED", "output": output}
+        for vertex, output in outputs.items()
+    ]
+    passed = {"stage": 1, "verdict": "stage 1 passed: failure ratio 0.000 …"}
+    steps.append({"vertexId": "stage-0", "type": "DEPLOY_STAGE", "status": "SUCCEEDED"})
+    steps[-1]["output"] = passed
+    fields = running_fan_out({"total": 0}) | {"steps": steps}
+    table = rendered(run_display.steps_table(RunDetail.model_validate(fields).steps, NOW))
+    row = {line.split()[0]: line for line in table.splitlines() if line.startswith("stage-")}
+    assert "rolled the deployment back" in row["stage-1"], table
+    assert "not run: the deployment had ended" in row["stage-2"], table
+    assert row["stage-0"].rstrip().endswith(run_display.MISSING), table
