@@ -353,11 +353,27 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     shoot(page, "deployment-aborted")
 
 
-def drive_run(page: Any, drives_text: str) -> Any:
+def stage_steps_say_what_they_decided(page: Any) -> None:
+    """On the page of a deployment's own run, rolled back at stage 1 of 2: its stage steps
+    all SUCCEEDED (the run did its job), and each says what it decided, or stage 2 read as a
+    stage passed in a deployment rolled back at stage 1."""
+    steps = page.locator("table.steps tbody tr")
+    eventually(lambda: steps.count() == 2, 20, "the deployment run's steps")
+    said = steps.all_inner_texts()
+    assert "(rolled the deployment back)" in said[0], said
+    assert "(not run: the deployment had ended)" in said[1], said
+    nodes = page.locator(".node-status").all_text_contents()
+    assert [n.split(" · ")[-1] for n in nodes] == ["rolled back", "not run"], nodes
+
+
+def drive_run(page: Any, drives_text: str, *, rolled_back: bool = False) -> Any:
     """On the page of a deployment's own run: its link to the deployment (returned), its
     route, and none of Retry, Start over, Reprocess or Resolve — the API refuses them on the
     engine's own run (deployment_run: they would rewrite the deployment's record) — but a
-    note saying to act on the deployment, linking to it."""
+    note saying to act on the deployment, linking to it; `rolled_back` (at stage 1 of 2):
+    what its stage steps decided (`stage_steps_say_what_they_decided`)."""
+    if rolled_back:
+        stage_steps_say_what_they_decided(page)
     drives = page.locator("a.drives-deployment")
     drives.wait_for()
     assert drives.inner_text() == drives_text
@@ -498,7 +514,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         shoot(page, "deployment-rolled-back")
 
         page.get_by_role("link", name=f"run {ended['runId'][:8]}").click()
-        drive_run(page, "the deployment of ui-broken v2").click()
+        drive_run(page, "the deployment of ui-broken v2", rolled_back=True).click()
         page.locator(".exposure-link").wait_for()
 
         page.locator(".exposure-link").click()

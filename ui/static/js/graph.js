@@ -10,7 +10,7 @@
 
 import { h, s } from "./dom.js";
 import { count, plural, statusIcon, statusWord } from "./format.js";
-import { heldNote, shownStatus } from "./waits.js";
+import { heldNote, shownStatus, stageOutcome } from "./waits.js";
 
 let graphs = 0;
 const FANOUT_EXTRA = 22;
@@ -63,6 +63,8 @@ function statusLine(step) {
   let line = `${statusIcon(status)} ${statusWord(status)}`;
   if (step.attempts > 1) line += ` · ×${step.attempts}`;
   if (step.autoRetries) line += ` · ↻${step.autoRetries}`;
+  const outcome = stageOutcome(step);
+  if (outcome) line += ` · ${outcome.short}`;
   return line;
 }
 
@@ -199,6 +201,7 @@ function nodeLabel(node, step, problems) {
   const shown = [node.id, typeLine(node)];
   if (step) shown.push(statusLine(step));
   const parts = [shown.join(" ")];
+  if (step && stageOutcome(step)) parts.push(stageOutcome(step).words);
   if (step && step.attempts > 1) parts.push(plural(step.attempts, "attempt"));
   if (step && step.children) {
     const c = step.children;

@@ -68,6 +68,21 @@ export function shownStatus(step) {
   return step.status;
 }
 
+/** What a deployment's stage step decided, by its output's `outcome`, when its SUCCEEDED
+ * does not say it: the `gradual_deploy` run of a deployment its verdict rolled back succeeds
+ * (it did its job), the stage that judged it and the later ones too, which read as stages
+ * passed. The CLI's `STAGE_OUTCOME_WORDS`; `short` is the graph node's. */
+const STAGE_OUTCOMES = {
+  rolled_back: { words: "rolled the deployment back", short: "rolled back" },
+  not_run: { words: "not run: the deployment had ended", short: "not run" },
+};
+
+/** `STAGE_OUTCOMES` of a DEPLOY_STAGE step (null for a stage that passed, or any other step). */
+export function stageOutcome(step) {
+  if (step.type !== "DEPLOY_STAGE" || !step.output || typeof step.output !== "object") return null;
+  return STAGE_OUTCOMES[step.output.outcome] || null;
+}
+
 /** What a RESOLVED step shows for its duration (its end is the operator's act, not a
  * call's): the CLI's `RESOLVED_WORDS`. */
 export const RESOLVED_WORDS = "resolved by operator";

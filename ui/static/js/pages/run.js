@@ -21,7 +21,7 @@ import { lostWords, retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
-import { childrenEnded, RESOLVED_WORDS, shownStatus } from "../waits.js";
+import { childrenEnded, RESOLVED_WORDS, shownStatus, stageOutcome } from "../waits.js";
 import { opensAdminPages, whoIsIt } from "../who.js";
 
 /** Statuses of a step that runs again (executing, waiting to retry, parked behind a breaker):
@@ -220,6 +220,8 @@ function stepDuration(step) {
 /** A step's status badge; a SPAWNER waiting for its children says how many ended. */
 function stepBadge(step) {
   const status = shownStatus(step);
+  const outcome = stageOutcome(step);
+  if (outcome) return h("span", {}, badge(status), h("span", { class: "muted" }, ` (${outcome.words})`));
   if (status !== "AWAITING_CHILDREN") return badge(status);
   return h("span", {}, badge(status), h("span", { class: "muted" }, ` (${childrenEnded(step.children)})`));
 }
