@@ -309,9 +309,25 @@ def list_deployments(
         )
 
     found = call(remote, action, workflow=workflow)
-    empty = "no deployments" + (f" of {workflow}" if workflow else "")
-    empty += "; start one: schemabridge deployments start WORKFLOW --version V"
+    empty = _no_deployments(workflow)
     print_page(remote, found, lambda items: deployments_table(items, time.time()), empty)
+
+
+def _no_deployments(workflow: str | None) -> str:
+    """What an empty list says: the start that would make one, of the workflow asked for; but
+    the engine's own workflow is never deployed (its start is refused `system_workflow`), so
+    nothing is offered for it."""
+    if workflow is None:
+        return "no deployments; start one: schemabridge deployments start WORKFLOW --version V"
+    # Here, not at the top: the workflow models load only for the commands that need them.
+    from schemas.definitions import RESERVED_WORKFLOWS
+
+    if workflow in RESERVED_WORKFLOWS:
+        return f"no deployments of {workflow}: the engine's own workflow is never deployed"
+    return (
+        f"no deployments of {workflow}; start one: "
+        f"schemabridge deployments start {workflow} --version V"
+    )
 
 
 @deployments_app.command("show", epilog=EXIT_CODES_HELP)

@@ -196,7 +196,9 @@ def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) 
         "dry run, nothing started: v2 would get 100 % of new runs (all of them"
     ), dry.stdout
     assert "warning: dep-child is a SPAWNER's child" in dry.stderr, dry.stderr
-    assert "no deployments of dep-child" in stack.ok("deployments", "list", "dep-child").stderr
+    none_yet = stack.ok("deployments", "list", "dep-child").stderr
+    assert "no deployments of dep-child" in none_yet, none_yet
+    assert "start one: schemabridge deployments start dep-child --version V" in none_yet
     started = stack.ok(
         "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING
     )
@@ -402,6 +404,10 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
     )
     assert "dep-system" in listed and "gradual_deploy" not in listed, listed
     # A typo's fix names the user's workflows only, never the engine's own.
+    # Its own deployments list is empty, and offers no start (it would be refused).
+    engines = stack.ok("deployments", "list", "gradual_deploy").stderr
+    assert "the engine's own workflow is never deployed" in engines, engines
+    assert "start one" not in engines, engines
     refused = stack.cli("deployments", "list", "gradual_deplyo")
     assert_refused(refused, 1, "no published workflow 'gradual_deplyo'")
     assert not re.search(r"\bgradual_deploy\b", refused.stderr), refused.stderr
