@@ -111,11 +111,16 @@ class Namesake:
 
     def alive_here(self) -> bool:
         """Whether it is a live process of this machine: the same host, and its pid running
-        a process that started when the beat says (a reused pid started later)."""
+        a process that started when the beat says (a reused pid started later). A process
+        killed but not yet reaped by its parent (a zombie: `kill -9`, then a restart under
+        its name at once) runs nothing and is gone."""
         if self.host != socket.gethostname() or self.pid == os.getpid():
             return False
         try:
-            created = psutil.Process(self.pid).create_time()
+            process = psutil.Process(self.pid)
+            created = process.create_time()
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return False
         except psutil.Error:
             return False
         return self.started is None or abs(created - self.started) < 2.0

@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import cast
@@ -504,6 +506,28 @@ async def test_a_starting_process_reads_a_live_namesake(
     assert found.role is None, "a beat that does not say its role"
     clock.advance(29.0)
     assert await read_namesake(client, clock, service, ttl_s=30.0) is None, "stale: gone"
+
+
+def test_a_killed_process_not_yet_reaped_is_not_alive_here() -> None:
+    """The tour's `kill -9` of worker hb-w1, then `worker --name hb-w1` at once: refused, "a
+    worker named hb-w1 is running here already (pid 24474 …)", for a process killed but not
+    yet reaped by its parent (a zombie, which runs nothing). It is gone: the name is taken
+    over, as from any process that is gone."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        process = psutil.Process(child.pid)
+        here = Namesake(child.pid, socket.gethostname(), process.create_time(), silent_s=1.0)
+        assert here.alive_here(), "running: alive"
+        child.kill()  # and not reaped (no wait) until the end
+        for _ in range(100):
+            if process.status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.05)
+        assert process.status() == psutil.STATUS_ZOMBIE
+        assert not here.alive_here(), "killed, a zombie until reaped: gone"
+    finally:
+        child.kill()
+        child.wait(timeout=10)
 
 
 async def test_a_name_claimed_is_found_by_the_next_process_before_its_first_beat(
