@@ -311,7 +311,7 @@ def rollback_lines(deployment: DeploymentView) -> list[str]:
     at = f" at stage {outcome.stage}" if outcome.stage is not None else ""
     # The actor once: a stop by hand's reason names who did it already ("stopped by key:…").
     by = f" ({outcome.actor})" if outcome.actor and outcome.actor not in outcome.reason else ""
-    verb = deployment.status.lower().replace("_", " ")
+    verb = OUTCOME_WORDS.get(deployment.status, deployment.status.lower())
     lines = [f"{verb}{at}{by}: {outcome.reason}"]
     figures = outcome.figures or {}
     candidate, serving = figures.get("candidate"), figures.get("serving")
@@ -328,12 +328,29 @@ def rollback_lines(deployment: DeploymentView) -> list[str]:
     return lines
 
 
+EVENT_WORDS = {
+    "started": "started",
+    "stage": "next stage",
+    "succeeded": "promoted",
+    "rolled_back": "rolled back",
+    "aborted": "aborted",
+}
+"""A timeline event (the API's `event`) as people read it, in the monitor's words (its
+`EVENT_WORDS`, ui/static/js/pages/deployments.js): the enum's `succeeded`, `stage` and
+`rolled_back` beside the monitor's "promoted", "next stage" and "rolled back" read as two
+stories of one deployment."""
+
+OUTCOME_WORDS = {"SUCCEEDED": "promoted", "ROLLED_BACK": "rolled back", "ABORTED": "aborted"}
+"""How a deployment ended, as its outcome's line starts ("promoted at stage 3 (engine): …"),
+the monitor's "Promoted at stage 3" and the run's log ("promoted: … now serves")."""
+
+
 def timeline_table(events: Sequence[TimelineEvent]) -> Table:
     rows: list[list[str | Text]] = [
         [
             # Labelled as every other time the CLI prints (`exact`): local, with its zone.
             f"{exact(e.at)[:10]} {clock(e.at)} {zone(e.at)}",
-            e.event,
+            EVENT_WORDS.get(e.event, e.event),
             str(e.stage),
             MISSING if e.weight is None else percent(e.weight),
             e.note or MISSING,

@@ -102,7 +102,9 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         shown,
         re.M,
     ), shown
-    assert re.search(r"^succeeded at stage 1 \(engine\): stage 1 passed: ", shown, re.M), shown
+    # In the monitor's words ("Promoted at stage 1"), not the status's.
+    assert re.search(r"^promoted at stage 1 \(engine\): stage 1 passed: ", shown, re.M), shown
+    assert re.search(r"UTC  promoted +1 ", shown), shown
     assert "stage 1 of 1 (100 %); the candidate v2 now serves: it gets every new run" in shown
     assert "None" not in shown
     # The process log says it started and that v2 now serves, as its run's log does.
@@ -281,7 +283,8 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     # Times labelled with their zone, as everywhere else the CLI prints one.
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [A-Z][A-Za-z0-9+-]*"
     assert re.search(rf"^\s*{stamp}\s+started\s+1\s+50 %\s", shown, re.M), shown
-    assert re.search(rf"^\s*{stamp}\s+rolled_back\s+1\s", shown, re.M), shown
+    # The event in the monitor's words ("rolled back"), not the API's enum.
+    assert re.search(rf"^\s*{stamp}\s+rolled back\s+1\s", shown, re.M), shown
     rolled = re.search(
         rf"WARNING serve\S*: deployment {deployment_id} of dep-broken v2 .*$",
         (stack.tmp / "serve.log").read_text(encoding="utf-8"),

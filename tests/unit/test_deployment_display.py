@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -192,3 +193,30 @@ def test_a_deployment_whose_run_was_purged_names_it_without_a_command() -> None:
     gone = deployment(status="ABORTED", runPurged=True)
     last = rendered(deployment_view(gone, AT)).splitlines()[-1]
     assert last.strip() == f"driven by run {run_id} (deleted by run retention)"
+
+
+def test_the_timeline_and_the_outcome_say_the_monitors_words() -> None:
+    """`deployments show` printed the API's enum ("succeeded", "stage", "rolled_back") where
+    the monitor's page of the same deployment says "promoted", "next stage", "rolled back"."""
+    events = [
+        {"at": AT, "event": "started", "stage": 1, "weight": 10},
+        {"at": AT + 10, "event": "stage", "stage": 2, "weight": 100, "note": "stage 1 passed"},
+        {"at": AT + 20, "event": "succeeded", "stage": 2, "weight": None, "note": "passed"},
+    ]
+    promoted = deployment(
+        status="SUCCEEDED",
+        timeline=events,
+        outcome={"reason": "stage 2 passed: …", "actor": "engine", "stage": 2},
+    )
+    table = rendered(timeline_table(promoted.timeline))
+    rows = table.splitlines()[1:]
+    words = [re.split(r"\s{2,}", row)[1] for row in rows]
+    assert words == ["started", "next stage", "promoted"], table
+    assert rollback_lines(promoted)[0] == "promoted at stage 2 (engine): stage 2 passed: …"
+    rolled = deployment(
+        status="ROLLED_BACK",
+        timeline=[{"at": AT, "event": "rolled_back", "stage": 1, "weight": None}],
+        outcome={"reason": "the candidate failed", "actor": "engine", "stage": 1},
+    )
+    assert "rolled back" in rendered(timeline_table(rolled.timeline))
+    assert "rolled_back" not in rendered(timeline_table(rolled.timeline))
