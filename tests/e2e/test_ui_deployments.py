@@ -525,7 +525,10 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         assert {rows.nth(i).get_attribute("data-run") for i in range(rows.count())} == on_candidate
         assert page.locator('select[name="route"]').input_value() == "candidate"
         assert page.locator('input[name="version"]').input_value() == "2"
-        assert re.search(r"\bv2\b", rows.first.inner_text())
+        # Each of them says it is the candidate's, as `runs list` does ("v2 (candidate)").
+        assert re.search(r"\bv2\b", rows.first.inner_text()) and (
+            rows.locator(".run-candidate").count() == rows.count()
+        ), rows.all_inner_texts()
         shoot(page, "deployment-exposed-runs")
         rows.first.get_by_role("link").click()
         start_over_says_the_rollback_first(page, deployment_id)

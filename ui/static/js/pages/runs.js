@@ -144,6 +144,10 @@ function row(run, selected, onToggle) {
   });
   const link = h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id));
   const workflow = [breakable(run.workflow), h("span", { class: "muted" }, ` v${run.version}`)];
+  // A run a deployment routed to its candidate says so, as `runs list` does ("orders v7
+  // (candidate)"): in a list of both versions, the candidate's failures are the ones a
+  // deployment judges.
+  if (run.route === "candidate") workflow.push(h("span", { class: "small muted run-candidate" }, " (candidate)"));
   if (run.parentRunId) workflow.push(h("span", { class: "small muted" }, ` · item ${run.itemIndex}`));
   const cells = [
     h("td", {}, box),
