@@ -39,6 +39,7 @@ async def test_a_run_started_over_is_not_retried(
     assert refused.value.code == "started_over"
     assert refused.value.details == {
         "state": "FAILED",
+        "runId": old_id,
         "startedOverRun": old_id,
         "newRunId": new_id,
         "newRunStatus": "SUCCEEDED",
