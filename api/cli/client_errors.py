@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import socket
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from api.cli.exit_codes import ExitCode
 from api.cli.problem_text import problem_line
@@ -188,6 +189,31 @@ def _limited(response: httpx.Response, code: str, message: str, details: dict[st
     return f"{message}{_retry_after(response)}"
 
 
+def _no_route(response: httpx.Response, api_url: str, message: str) -> tuple[str, ExitCode]:
+    """A 404 for a route the server does not have: a name that held `/` (sent as %2F in one
+    segment, read decoded by the server), or not a SchemaBridge API of this version."""
+    named = _slashed_name(response)
+    if named is not None:
+        return (
+            f"{named!r} holds '/', which no workflow, version, tenant or key name does: "
+            "check the name",
+            ExitCode.USAGE,
+        )
+    return (
+        f"{api_url} is not a SchemaBridge API this command knows ({message}); "
+        "check --api-url (SCHEMABRIDGE_API_URL)",
+        ExitCode.UNREACHABLE,
+    )
+
+
+def _slashed_name(response: httpx.Response) -> str | None:
+    """The name in the request's path that holds a `/` (sent encoded as one segment), if any."""
+    for part in response.request.url.raw_path.split(b"?")[0].split(b"/"):
+        if b"%2f" in part.lower():
+            return unquote(part.decode("ascii", "replace"))
+    return None
+
+
 def _with_state(message: str, details: dict[str, Any]) -> str:
     state = details.get("state")
     if isinstance(state, str) and state not in message:
@@ -231,12 +257,7 @@ def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
     if status == 403:
         return failure(f"the API refused the request: {message}", ExitCode.UNREACHABLE)
     if status == 404 and code == "not_found":
-        # A route the server does not have: not a SchemaBridge API of this version.
-        return failure(
-            f"{api_url} is not a SchemaBridge API this command knows ({message}); "
-            "check --api-url (SCHEMABRIDGE_API_URL)",
-            ExitCode.UNREACHABLE,
-        )
+        return failure(*_no_route(response, api_url, message))
     if status in (400, 413, 422):
         problems = [] if _says_its_one_problem(message, details) else _problem_lines(details)
         return failure("\n".join([message, *problems]), ExitCode.USAGE)

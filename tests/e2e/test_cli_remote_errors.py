@@ -284,3 +284,13 @@ def test_an_unknown_tenant_filter_is_said_beside_no_runs(serve_api: Stack) -> No
         "no runs; no tenant 'zzz-nobody-qq' is known (`schemabridge tenants list` shows the "
         "known ones)"
     )
+
+
+def test_a_name_with_a_slash_is_said_to_be_the_mistake(serve_api: Stack) -> None:
+    """No name holds '/': said of the name, not "not a SchemaBridge API this command knows"."""
+    for args, name in (
+        (("workflows", "show", "a/b"), "a/b"),
+        (("tenants", "show", "x/y"), "x/y"),
+    ):
+        said = assert_refused(serve_api.cli(*args), 2, f"{name!r} holds '/'")
+        assert "is not a SchemaBridge API" not in said, said

@@ -196,3 +196,18 @@ def test_which_failures_are_known_to_have_changed_nothing() -> None:
     ]
     for failure in maybe_made:
         assert failure.transient and not changed_nothing(failure), failure.message
+
+
+def test_a_route_not_found_for_a_name_with_a_slash_blames_the_name() -> None:
+    """A security review's typo: `workflows show 'a/b'` went as /workflows/a%2Fb, which the
+    server reads decoded, and the CLI said the API was not one it knows."""
+    request = httpx.Request("GET", f"{URL}/workflows/a%2Fb/versions")
+    body = {"code": "not_found", "message": "no route GET /workflows/a/b/versions"}
+    failure = response_failure(httpx.Response(404, request=request, json=body), URL)
+    assert failure.message == (
+        "'a/b' holds '/', which no workflow, version, tenant or key name does: check the name"
+    )
+    assert failure.exit_code is ExitCode.USAGE
+    plain = response_failure(answer(404, body), URL)  # GET /runs: a route this API lacks
+    assert plain.message.startswith(f"{URL} is not a SchemaBridge API this command knows")
+    assert plain.exit_code is ExitCode.UNREACHABLE
