@@ -245,12 +245,13 @@ def decide(
         )
     waiting = []
     if figures.stage_runs < stage.min_runs:
-        waiting.append(f"{figures.stage_runs}/{stage.min_runs} runs")
+        # Grouped as the stages line says them ("100,000,000 runs" beside "0/100000000").
+        waiting.append(f"{figures.stage_runs:,}/{stage.min_runs:,} runs")
     remaining_s = stage.min_duration_s - figures.stage_elapsed_s
     if remaining_s > 0:
         waiting.append(f"{duration(remaining_s)} more")
     if not judged:
-        waiting.append(f"{candidate.finished}/{policy.min_finished_runs} finished runs")
+        waiting.append(f"{candidate.finished:,}/{policy.min_finished_runs:,} finished runs")
     # "passed" and "waiting", never "held"/"holds": an operator read "stage held" (it
     # passed) as "the stage is holding" (it waits).
     if not waiting:

@@ -212,7 +212,7 @@ def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) 
         started.stderr
     )
     assert "warning" not in started.stdout
-    # Said again by `show` while it waits: later, "waiting at stage 1: 0/1000 runs" looked stuck.
+    # Said again by `show` while it waits: later, "waiting at stage 1: 0/1,000 runs" looked stuck.
     shown = stack.ok("deployments", "show", deployment_id).stdout
     assert "warning: dep-child is a SPAWNER's child in the serving version of dep-parent v1" in (
         shown

@@ -190,7 +190,7 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
         assert " ".join(kept.inner_text().split()).startswith(
             "⚠ Warning: ui-child is a SPAWNER's child in the serving version of ui-parent v1"
         )
-        holding = page.locator(".deploy-holding", has_text="waiting at stage 1: 0/1000 runs")
+        holding = page.locator(".deploy-holding", has_text="waiting at stage 1: 0/1,000 runs")
         holding.wait_for()
         # The check's figures come with when it was taken; the table is of now.
         assert holding.inner_text().startswith("Stage check "), holding.inner_text()

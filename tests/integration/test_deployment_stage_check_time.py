@@ -39,12 +39,12 @@ async def test_the_stage_check_says_when_it_was_taken(
     await env.wave("orders", 3)
 
     shown = await env.ops.deployments.get(started.id)
-    assert shown.holding is not None and shown.holding.startswith("waiting at stage 1: 2/1000 ")
+    assert shown.holding is not None and shown.holding.startswith("waiting at stage 1: 2/1,000 ")
     assert shown.holding_checked_at == taken, (shown.holding_checked_at, taken, checked)
     assert shown.candidate.runs == 5  # now, past the check's 2
 
     wire = WireView.model_validate(shown.model_dump(mode="json", by_alias=True))
     text = rendered(deployment_view(wire, taken + 30))
     assert f"stage check at {clock(taken)} " in text, text
-    assert " (30 s ago): waiting at stage 1: 2/1000 runs" in text, text
+    assert " (30 s ago): waiting at stage 1: 2/1,000 runs" in text, text
     assert "runs routed to each version, now:" in text, text

@@ -260,7 +260,7 @@ async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDown
     # step, with the failure ratio so far.
     held = await env.checked(first, 1)
     assert held.holding is not None and held.holding.startswith("waiting at stage 1: ")
-    assert "/1000 runs" in held.holding and "threshold 0.050" in held.holding
+    assert "/1,000 runs" in held.holding and "threshold 0.050" in held.holding
     aborted = await env.ops.deployments.abort(first.id, actor="key:ops")
     assert aborted.changed and aborted.deployment.status == "ABORTED"
     assert aborted.deployment.weight is None and aborted.deployment.outcome is not None

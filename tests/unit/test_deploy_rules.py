@@ -183,3 +183,14 @@ def test_what_a_stage_waits_for_is_said_in_its_checks_terms() -> None:
     assert waits_for(Stage(weight=100, min_runs=0, min_duration_s=0), none) == (
         "nothing but its check"
     )
+
+
+def test_a_wait_groups_its_figures_as_the_stages_line_does() -> None:
+    """From a release manager's tour: "0/100000000 runs" beside "100,000,000 runs"."""
+    big = Stage(weight=10, min_runs=100_000_000, min_duration_s=0)
+    policy = dataclasses.replace(POLICY, min_finished_runs=25_000)
+    held = decide(big, policy, figures(counts(1_234, 0), runs=1_234), 2.0)
+    assert isinstance(held, Hold)
+    assert held.reason.startswith(
+        "waiting at stage 1: 1,234/100,000,000 runs, 1,234/25,000 finished runs; "
+    ), held.reason
