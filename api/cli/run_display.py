@@ -696,6 +696,9 @@ def children_table(children: Sequence[RunSummary], now: float) -> Table:
 
 
 def log_line(entry: LogEntry) -> str:
-    """A log line: its time, level, vertex and message."""
+    """A log line: its time, level, vertex and message, and the worker that wrote it when the
+    line names one (an attempt's, a failed step's; the API leaves it out for tenant keys)."""
     vertex = entry.vertex_id or "-"
-    return f"{clock(entry.at)}  {entry.level:<7} {vertex:<14} {entry.message}"
+    worker = entry.data.get("worker") if entry.data is not None else None
+    by = f"  (worker {worker})" if isinstance(worker, str) else ""
+    return f"{clock(entry.at)}  {entry.level:<7} {vertex:<14} {entry.message}{by}"

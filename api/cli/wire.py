@@ -312,6 +312,7 @@ class LogEntry(Wire):
     level: str
     message: str
     vertex_id: str | None = None
+    data: dict[str, Any] | None = None
 
 
 class IdMatches(Wire):

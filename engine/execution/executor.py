@@ -297,7 +297,7 @@ async def _execute(
     except StepFailure as failure:
         if _claim_gone(stop):
             return _abandoned(step, stop, "its outcome is not recorded", deps, log)
-        return _failed(step, vertex, failure, deps, log)
+        return _failed(step, vertex, failure, deps, log, worker=worker)
     except SQLAlchemyError as exc:
         if _transient(exc) and deps.step_memory.store_error(step.step_id) < STORE_RETRY_LIMIT:
             # A deadlock, a lost connection, an exhausted pool: not the step's fault. Park it
@@ -315,16 +315,16 @@ async def _execute(
             )
         _log_crash(f"store error in {step.run_id}/{step.vertex_id}", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
-        return _failed(step, vertex, crash, deps, log)
+        return _failed(step, vertex, crash, deps, log, worker=worker)
     except ClaimLost as lost:
         # Another worker owns the step now; this result will be dropped by the store.
         logger.warning("%s", log.redactor.text(str(lost)))
         crash = StepFailure(FailureKind.INTERNAL_ERROR, str(lost))
-        return _failed(step, vertex, crash, deps, log)
+        return _failed(step, vertex, crash, deps, log, worker=worker)
     except Exception as exc:  # a bug must not kill the worker: record it on the step
         _log_crash(f"step {step.run_id}/{step.vertex_id} crashed", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        return _failed(step, vertex, crash, deps, log)
+        return _failed(step, vertex, crash, deps, log, worker=worker)
     if _claim_gone(stop):
         return _abandoned(step, stop, "its outcome is not recorded", deps, log)
     if isinstance(outcome, Parked):
@@ -395,7 +395,7 @@ async def _dispatch(
     if isinstance(vertex, GatewayVertex):
         names = _secret_names(vertex, step, deps)
         if names:
-            ctx = await _with_secrets(names, ctx, deps, worker)
+            ctx = await _with_secrets(names, ctx, deps)
         return await _gateway(vertex, step, ctx, deps, log)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config, step.pinned_versions)
@@ -423,13 +423,9 @@ def _secret_names(vertex: GatewayVertex, step: ClaimedStep, deps: ExecutorDeps) 
     return names
 
 
-async def _with_secrets(
-    names: frozenset[str], ctx: StepContext, deps: ExecutorDeps, worker: str | None
-) -> StepContext:
+async def _with_secrets(names: frozenset[str], ctx: StepContext, deps: ExecutorDeps) -> StepContext:
     """`ctx` with the values of the secrets `names` in its context (and its redactor)."""
-    values = await step_secrets.resolve(
-        deps.store, deps.secret_cipher, ctx.tenant_id, names, worker=worker
-    )
+    values = await step_secrets.resolve(deps.store, deps.secret_cipher, ctx.tenant_id, names)
     for value in values.values():
         ctx.redactor.add(value)
     return dataclasses.replace(ctx, context={**ctx.context, SECRETS_ROOT: values})
@@ -517,6 +513,8 @@ def _failed(
     failure: StepFailure,
     deps: ExecutorDeps,
     log: StepLog,
+    *,
+    worker: str | None,
 ) -> StepFailed | StepParked:
     allowed = vertex.max_auto_retries if vertex is not None else 0
     repeat = breaker_parks.repeat_refusal(failure, step.breaker_opening, deps.clock.now())
@@ -544,13 +542,16 @@ def _failed(
     )
     error = failure.as_dict()
     if retry_at is None:
+        # The worker is named here, not in the message: a tenant reads the message, and the
+        # logs route leaves a line's `worker` out for tenant keys (service ids are operational).
+        failed = error if worker is None else {**error, "worker": worker}
         log.lines.append(
             LogLine(
                 step.run_id,
                 "error",
                 f"step failed: {failure.message}",
                 step.vertex_id,
-                error,
+                failed,
                 deps.clock.now(),
             )
         )

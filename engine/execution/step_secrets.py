@@ -7,6 +7,8 @@ so everything the step records shows `***` instead. A missing secret fails the s
 `secret_not_found` and a worker that cannot decrypt one (no key, an invalid key, a key that is
 not the one it was encrypted with) with `secret_unreadable`; both are terminal: an operator
 sets the secret or gives the worker the key (the message names its id), then retries the run.
+The message does not name the worker (a tenant reads it, and service ids are the operators'):
+the "step failed" log line's `worker` does, which only admin keys are shown.
 A missing secret is told first, also on a worker without a usable key (adding that it has
 none): setting it is the fix that comes first, and a key alone would only lead to it.
 """
@@ -37,15 +39,11 @@ async def resolve(
     cipher: SecretCipher,
     tenant_id: str,
     names: Collection[str],
-    *,
-    worker: str | None = None,
 ) -> dict[str, str]:
     """The values of the tenant's secrets `names`; raises StepFailure (`secret_not_found`,
     `secret_unreadable`) with a message that names the secret and the tenant. A missing
-    secret is told before a worker's missing or invalid key (and names that too). `worker`:
-    the service name of the worker running the step, named in a `secret_unreadable` (of
-    several workers, only those without the key fail: the run must say which one)."""
-    this = "this worker" if worker is None else f"worker {worker!r}"
+    secret is told before a worker's missing or invalid key (and names that too)."""
+    this = "the worker that ran the step"
     stored = await tokens.read_secret_tokens(tenant_id, names)
     missing = sorted(set(names) - set(stored))
     if missing:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from api.cli import admin, remote, run_display
 from api.cli.text import clock, parse_since, relative
-from api.cli.wire import BreakerView, RunDetail, RunSummary, ServiceView
+from api.cli.wire import BreakerView, LogEntry, RunDetail, RunSummary, ServiceView
 from schemas.counts import plural
 from schemas.durations import duration
 
@@ -1212,3 +1212,20 @@ def test_a_rolled_back_deployments_stage_steps_say_what_they_decided() -> None:
     assert "rolled the deployment back" in row["stage-1"], table
     assert "not run: the deployment had ended" in row["stage-2"], table
     assert row["stage-0"].rstrip().endswith(run_display.MISSING), table
+
+
+def test_a_log_line_names_the_worker_its_data_names() -> None:
+    """A failed step's error leaves its worker out (its tenant reads it); the log line's
+    `data.worker`, which the API sends admin keys only, is where `runs logs` shows it."""
+    at = time.time()
+    failed = LogEntry(
+        id=2,
+        at=at,
+        level="error",
+        message="step failed: the worker that ran the step cannot decrypt secrets",
+        vertex_id="call",
+        data={"kind": "secret_unreadable", "worker": "worker-b"},
+    )
+    assert run_display.log_line(failed).endswith("cannot decrypt secrets  (worker worker-b)")
+    tenant = LogEntry(id=3, at=at, level="error", message="step failed", data={"kind": "x"})
+    assert run_display.log_line(tenant).endswith("step failed")
