@@ -424,11 +424,12 @@ async def start_over_preview(
 class BatchReprocessRequest(_Body):
     """The runs whose dead letters run again."""
 
+    # The bounds are documented, not checked here: the operations layer refuses with its own
+    # codes and words (`invalid_batch`, `too_many_runs`), as the CLI's batch meets them.
     ids: list[str] = Field(
-        min_length=1,
-        max_length=MAX_REPROCESS_BATCH,
         description=f"The runs to reprocess, 1 … {MAX_REPROCESS_BATCH:,} (a batch retry's "
         "`stuck` runs, say); each id once however often it is given.",
+        json_schema_extra={"minItems": 1, "maxItems": MAX_REPROCESS_BATCH},
     )
 
 
@@ -440,8 +441,8 @@ class BatchReprocessRequest(_Body):
         422,
         503,
         codes={
-            422: "No ids, more than the batch takes (`too_many_runs`), or a body that does "
-            "not fit (`invalid_request`)."
+            422: "No ids (`invalid_batch`), more than the batch takes (`too_many_runs`), "
+            "or a body that does not fit (`invalid_request`)."
         },
     ),
     summary="Re-run the dead-lettered children of many runs at once, by ids",

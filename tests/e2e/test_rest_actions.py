@@ -256,8 +256,13 @@ async def test_a_batch_reprocess_over_http_keeps_to_the_keys_tenant(
             ]
             assert (body["warnings"], body["breakers"]) == ([], [])
             assert (await wait_for_run(api.runtime, mine)).status == "SUCCEEDED"
+            # The operations layer's words, not pydantic's "List should have at least 1 item".
             empty = await http.post("/runs/reprocess", json={"ids": []})
-            assert (empty.status_code, empty.json()["code"]) == (422, "invalid_request")
+            assert (empty.status_code, empty.json()["code"]) == (422, "invalid_batch")
+            assert empty.json()["message"] == "give the ids of the runs to reprocess"
+            many = await http.post("/runs/reprocess", json={"ids": [mine] * 1_001})
+            assert (many.status_code, many.json()["code"]) == (422, "too_many_runs")
+            assert "1,001 runs asked for" in many.json()["message"]
             unknown_field = await http.post("/runs/reprocess", json={"filter": {}})
             assert unknown_field.status_code == 422
     assert (await api.ops.runs.get(theirs)).status == "FAILED"
