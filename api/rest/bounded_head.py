@@ -1,4 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol (httptools) with each request's head bounded in size and time.
+"""uvicorn's HTTP/1.1 protocol (httptools) with each request's head bounded in size and time,
+its body in time, and every refusal of its own a JSON error.
 
 httptools sets no limit of its own: one `X-Big` header of 100 MB was read whole into memory
 (and answered 200 after 44 s), and a client that sent one header line every 10 s kept its
@@ -12,6 +13,15 @@ it completes), which stops the request at the first header past the bound. And b
 that arrive while a head is being read, which catches one header that never completes (the
 parser keeps it in memory meanwhile); a read may hold the end of a head and a body's start,
 so that count is only trusted past the bound plus one read (`READ_BYTES`).
+
+A body is bounded in time too: a client that sent its head and then one byte of a 10 MB body
+every few seconds held a connection and the app's request task for as long as it liked. No
+byte for `BODY_IDLE_S` (not counting the time uvicorn stops reading because the app has not
+taken what came), or the whole body not arrived within `BODY_TIMEOUT_S` of the head's end, is
+a 408; if the app has begun its answer by then, the connection is only closed.
+
+uvicorn answers a request the parser cannot read (not HTTP/1.1) with a plain-text 400; here it
+is the same JSON error as every other (`invalid_http`).
 """
 
 from __future__ import annotations
@@ -29,8 +39,16 @@ HEAD_TIMEOUT_S = 10.0
 """How long a request's head may take to arrive, from its first byte."""
 READ_BYTES = 256 * 1024
 """The most one read of asyncio's socket transport returns."""
+BODY_IDLE_S = 10.0
+"""How long a request's body may go without a byte while it is being read."""
+BODY_TIMEOUT_S = 120.0
+"""How long a whole body may take after its head: the 10 MiB `MAX_BODY_BYTES` at 85 KB/s."""
 
-_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+}
 
 
 class _HeadTooLarge(Exception):
@@ -48,6 +66,9 @@ class BoundedHead(HttpToolsProtocol):
         self._arrived = 0
         self._too_large = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_began = 0.0
+        self._body_seen = 0.0
 
     def data_received(self, data: bytes) -> None:
         if self._reading_head:
@@ -77,16 +98,31 @@ class BoundedHead(HttpToolsProtocol):
         self._reading_head = False
         self._cancel_head_timer()
         super().on_headers_complete()
+        # Armed for every request; a request without a body completes in the same read and
+        # cancels it at once (`on_message_complete`).
+        self._body_began = self._body_seen = self.loop.time()
+        self._cancel_body_timer()
+        self._body_timer = self.loop.call_later(BODY_IDLE_S, self._body_check)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_seen = self.loop.time()
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._cancel_body_timer()
+        super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
         # A callback's exception reaches uvicorn as a parser error, answered 400: ours is 431.
         if self._too_large:
             self._refuse_too_large()
         else:
-            super().send_400_response(msg)
+            message = "the request is not valid HTTP/1.1: check its request line and headers"
+            self._refuse(400, "invalid_http", message)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._cancel_body_timer()
         super().connection_lost(exc)
 
     def _count(self, size: int) -> None:
@@ -106,6 +142,37 @@ class BoundedHead(HttpToolsProtocol):
             message = f"the request's headers did not arrive within {HEAD_TIMEOUT_S:g} s"
             self._refuse(408, "request_timeout", message)
 
+    def _body_check(self) -> None:
+        self._body_timer = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self.flow.read_paused or cycle.waiting_for_100_continue:
+            # The app has not taken what came, or not yet asked for the body a client that
+            # sent `Expect: 100-continue` holds back: the wait is the server's, not the client's.
+            self._body_seen = now
+        late = now - self._body_began >= BODY_TIMEOUT_S
+        idle = now - self._body_seen
+        if not late and idle < BODY_IDLE_S:
+            wait = min(BODY_IDLE_S - idle, BODY_TIMEOUT_S - (now - self._body_began))
+            self._body_timer = self.loop.call_later(wait, self._body_check)
+            return
+        if cycle.response_started:  # a status line is out: nothing more can be said
+            self.transport.close()
+            return
+        message = (
+            f"the request's body did not arrive within {BODY_TIMEOUT_S:g} s"
+            if late
+            else f"the request's body stopped arriving: no byte for {BODY_IDLE_S:g} s"
+        )
+        self._refuse(408, "request_timeout", message)
+
+    def _cancel_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -114,6 +181,7 @@ class BoundedHead(HttpToolsProtocol):
     def _refuse(self, status: int, code: str, message: str) -> None:
         self._reading_head = False
         self._cancel_head_timer()
+        self._cancel_body_timer()
         body = json.dumps({"code": code, "message": message, "details": {}}).encode()
         head = [
             b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]),
