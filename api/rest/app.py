@@ -227,7 +227,7 @@ def create_app(
     # Innermost: every other layer sees (and logs) the request's own method.
     app.add_middleware(HeadAsGet)
     # Added first, so it runs inside BodyLimit: what it collects is already bounded.
-    app.add_middleware(BodyDepthLimit, max_depth=settings.nesting_depth_limit)
+    app.add_middleware(BodyDepthLimit, settings=settings)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body's limits: a request with a body and no live key is a 401 before any
     # of the body is read.

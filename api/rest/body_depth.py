@@ -1,6 +1,7 @@
-"""The nesting limit on JSON request bodies: a body that nests arrays and objects deeper than
-`MAX_NESTING_DEPTH` (64) is refused with 422 `too_deep` and the pointer of the first container
-past the limit, before a route sees it (docs/security.md, 'Input limits').
+"""The limits on a JSON request body once it is whole, before a route sees it (docs/security.md,
+'Input limits'): its route's size (`api.rest.body_limits`: 413 `body_too_large`), then its
+nesting: a body that nests arrays and objects deeper than `MAX_NESTING_DEPTH` (64) is refused
+with 422 `too_deep` and the pointer of the first container past the limit.
 
 Without it, a body a few thousand levels deep makes the JSON parser give up (FastAPI answers
 400 with no pointer) and one a few hundred deep reaches code that recurses (JSON Schema
@@ -18,7 +19,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.rest.body_limits import body_limit, over, too_large_message
 from api.rest.errors import error_body
+from api.rest.middleware import send_error
+from engine.settings import Settings
 from engine.validation import deep_pointer, nesting_exceeds
 
 _JSON_TYPES = (b"application/json", b"text/json")
@@ -73,11 +77,13 @@ async def _refuse(send: Send, at: str, max_depth: int) -> None:
 
 
 class BodyDepthLimit:
-    """Refuses a JSON request body nested deeper than `max_depth` (422 `too_deep`)."""
+    """Refuses a JSON request body over its route's size (413 `body_too_large`) or nested
+    deeper than the settings' nesting limit (422 `too_deep`)."""
 
-    def __init__(self, app: ASGIApp, max_depth: int) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.max_depth = max_depth
+        self.settings = settings
+        self.max_depth = settings.nesting_depth_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _is_json(scope):
@@ -92,6 +98,12 @@ class BodyDepthLimit:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        path: str = scope["path"]
+        limit = body_limit(path, self.settings)
+        if over(body, limit):
+            refusal = too_large_message(path, limit, self.settings)
+            await send_error(send, 413, "body_too_large", refusal)
+            return
         at = _too_deep_at(body, self.max_depth)
         if at is not None:
             await _refuse(send, at, self.max_depth)

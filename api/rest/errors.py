@@ -16,7 +16,7 @@ error. Never HTML, never a traceback.
 | a key written twice in one body object    | 422    | `duplicate_key`           |
 | a body string with a lone UTF-16 surrogate | 422    | `not_utf8`                |
 | a query parameter the route does not take | 422    | `unknown_query_parameter` |
-| body over `SCHEMABRIDGE_MAX_BODY_BYTES`   | 413    | `body_too_large`          |
+| body over the route's limit (`body_limits`) | 413  | `body_too_large`          |
 | no key, or an unknown/revoked/expired     | 401    | `unauthorized`            |
 | a tenant key on an admin route            | 403    | `forbidden`               |
 | an invalid workflow (`DefinitionError`)   | 422    | `invalid_workflow`        |
@@ -143,7 +143,11 @@ COMMON_CODES: dict[int, str] = {
     "`workflow_not_found`, …).",
     409: "The state of what the path names does not allow this (the `code` says which; "
     "`details.state` the current state).",
-    413: "The body is over `SCHEMABRIDGE_MAX_BODY_BYTES` (`body_too_large`).",
+    413: "The body is over `SCHEMABRIDGE_MAX_BODY_BYTES`, or over this route's own limit "
+    "(`body_too_large`; the message says which), whitespace aside: a run's submission reads "
+    "3 times `SCHEMABRIDGE_MAX_INPUT_BYTES` and 64 KiB, a resolve 3 times "
+    "`SCHEMABRIDGE_MAX_RESPONSE_BYTES` and 64 KiB, routes taking workflow documents the "
+    "global limit, others 832 KiB.",
     429: "A limit refuses the work for now (`queue_full`, with `Retry-After`).",
     503: "The database or Redis did not answer (`store_unavailable`, "
     "`coordination_unavailable`), or the API is starting or stopping (`not_ready`); nothing "

@@ -199,3 +199,65 @@ async def test_every_route_that_takes_a_body_answers_413_and_documents_it(served
                 refused.append(label)
     assert len(refused) >= 12, refused
     assert "POST /runs/{run_id}/steps/{vertex_id}/resolve" in refused
+
+
+async def test_each_route_reads_no_more_than_its_content_needs(tmp_path: Path) -> None:
+    """From a security review: 10 MiB of small objects sent as a run's input held the API's
+    event loop ~3 s (parse, checks, validation) before the input was refused as too large.
+    Under the global 10 MiB, a submission reads 3 x `MAX_INPUT_BYTES` (+64 KiB), a resolve
+    3 x `MAX_RESPONSE_BYTES`, other routes 832 KiB, whitespace aside, refused before
+    parsing; workflow documents keep the global limit, and an input at its limit, indented
+    and with every character escaped, is still read."""
+    headers = {"content-type": "application/json"}
+    settings = Settings()
+    submit_limit = 3 * settings.max_input_bytes + 64 * 1024
+    resolve_limit = 3 * settings.max_response_bytes + 64 * 1024
+
+    def many_objects(size: int) -> bytes:
+        items = json.dumps([{"a": 1}] * (size // 7 + 1), separators=(",", ":"))
+        return json.dumps({"input": {"items": "X"}}).replace('"X"', items).encode()
+
+    def unspaced(body: bytes) -> int:
+        return len(body.replace(b" ", b"").replace(b"\n", b""))
+
+    async for running in _serve(tmp_path, None):
+        async with client(running.url) as http:
+            flood = many_objects(submit_limit)
+            assert unspaced(flood) > submit_limit
+            submitted = await http.post("/workflows/w/runs", content=flood, headers=headers)
+            resolved = await http.post(
+                "/runs/r/steps/v/resolve",
+                content=json.dumps({"output": "x" * resolve_limit}).encode(),
+                headers=headers,
+            )
+            keyed = await http.post(
+                "/keys", content=json.dumps({"name": "x" * (1 << 20 + 1)}), headers=headers
+            )
+            # An input just within its limit, indented, then one of text escaped by
+            # `ensure_ascii` (3 times its UTF-8): still read (404: no such workflow, which
+            # only a parsed body reaches).
+            rows = {"rows": [{"id": n, "tags": ["a", "b"]} for n in range(8_000)]}
+            escaped = {"text": "é" * (settings.max_input_bytes // 2 - 20)}
+            wide = []
+            for value in (rows, escaped):
+                assert len(
+                    json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+                ) <= (settings.max_input_bytes)
+                sent = json.dumps({"input": value}, indent=4).encode()
+                assert len(sent) > 2.9 * settings.max_input_bytes
+                wide.append(await http.post("/workflows/w/runs", content=sent, headers=headers))
+            documents = json.dumps([{"name": "x", "pad": "p" * (3 << 20)}]).encode()
+            validated = await http.post("/workflows/validate", content=documents, headers=headers)
+    assert (submitted.status_code, submitted.json()["code"]) == (413, "body_too_large")
+    assert submitted.json()["message"].startswith(
+        f"the request body is larger than the {submit_limit:,} bytes this route reads, "
+        "whitespace aside (3 times a run input's limit of 262,144 bytes as compact JSON, "
+        "SCHEMABRIDGE_MAX_INPUT_BYTES"
+    )
+    assert (resolved.status_code, resolved.json()["code"]) == (413, "body_too_large")
+    assert "SCHEMABRIDGE_MAX_RESPONSE_BYTES" in resolved.json()["message"]
+    assert (keyed.status_code, keyed.json()["code"]) == (413, "body_too_large")
+    assert "what this route's fields can hold" in keyed.json()["message"]
+    for answer in wide:
+        assert (answer.status_code, answer.json()["code"]) == (404, "workflow_not_found")
+    assert validated.status_code == 200 and validated.json()["valid"] is False, validated.text
