@@ -58,9 +58,11 @@ PATTERN_HELP: dict[str, tuple[str, str]] = {
         "HTTP header name",
         "letters, digits and !#$%&'*+.^_`|~- only (no spaces or colons)",
     ),
-    "^(https?://[^\\s/]|\\{\\{)": (
+    "^(https?://[^\\s/\\\\?#][^/\\\\?#]*([/?#]|$)|\\{\\{)": (
         "URL",
-        "an absolute http:// or https:// URL, or a string that starts with a {{ }} expression",
+        "an absolute http:// or https:// URL with no backslash before its path (RFC 3986 "
+        "has none there, browsers read one as '/': write '/', or %5C in user:password@), or "
+        "a string that starts with a {{ }} expression",
     ),
     ITEMS_PATTERN: (
         "items expression",

@@ -580,3 +580,35 @@ def test_items_with_text_around_its_expression_says_to_remove_it(items: str) -> 
 def test_a_url_with_text_before_its_expression_gets_no_items_hint() -> None:
     said = problems_said(workflow(a=gateway(url=" {{ input.url }}")))
     assert "Remove the text" not in said["/vertices/a/config/url"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user\\@api.example.com/x",  # urllib: host api.example.com; a browser: user
+        "https://api.example.com\\@evil.example/x",
+        "https://api.example.com\\x",
+    ],
+)
+def test_a_backslash_before_the_urls_path_is_refused_at_publication(url: str) -> None:
+    """From a security tour: such a URL published, then every run of it failed at the call
+    (the HTTP client refuses a backslash in the authority, as RFC 3986 does), and readers
+    disagree on its host: urllib says the text after '@', a browser the text before '\\'."""
+    said = problems_said(workflow(a=gateway(url=url)))
+    assert said["/vertices/a/config/url"].startswith(
+        "url must be an absolute http:// or https:// URL with no backslash before its path"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.example.com/a\\b",
+        "https://api.example.com?q=\\",
+        "https://user:p%5Cw@api.example.com/x",
+        "https://{{ input.host }}/x",
+        "{{ input.base }}\\x",
+    ],
+)
+def test_a_backslash_in_the_path_or_query_is_still_published(url: str) -> None:
+    parse_document(json.dumps(workflow(a=gateway(url=url))))
