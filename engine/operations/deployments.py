@@ -325,6 +325,10 @@ class DeploymentOperations:
             record = await self._store.start_deployment(spec, gradual_deploy_workflow(len(stages)))
         except UnknownWorkflow as exc:
             raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
+        except WrongState as refusal:
+            if refusal.code != "candidate_is_serving":
+                raise
+            raise await self._serving_already(workflow, version) from None
         await self._runtime.wakeup.notify()
         first = stages[0]
         log_event(
@@ -376,7 +380,7 @@ class DeploymentOperations:
         if current.deployment_id is not None:
             raise running_deployment(workflow, current.deployment_id)
         if current.serving_version == version:
-            raise candidate_is_serving(workflow, version)
+            raise await self._serving_already(workflow, version)
         warnings = _start_warnings(
             workflow,
             version,
@@ -397,6 +401,11 @@ class DeploymentOperations:
             + " → ".join(f"{s.weight:g} %" for s in stages),
             warnings=warnings,
         )
+
+    async def _serving_already(self, workflow: str, version: int) -> WrongState:
+        """The refusal of a start of the serving version, naming a newer one to deploy."""
+        newest = (await self._store.get_version(workflow)).version
+        return candidate_is_serving(workflow, version, newest)
 
     def _checked(
         self,

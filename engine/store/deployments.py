@@ -76,11 +76,17 @@ def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
     return refusal
 
 
-def candidate_is_serving(workflow: str, version: int) -> WrongState:
-    """A deployment of the version that serves already."""
+def candidate_is_serving(workflow: str, version: int, newest: int | None = None) -> WrongState:
+    """A deployment of the version that serves already; `newest`: the workflow's newest
+    version, named as the one to deploy when it is newer."""
+    then = (
+        f"deploy its newest, v{newest} (`schemabridge deployments start {workflow} "
+        f"--version {newest}`)"
+        if newest is not None and newest > version
+        else "publish a new version and deploy that"
+    )
     return WrongState(
-        f"{workflow} v{version} is already the serving version; publish a new version and "
-        "deploy that",
+        f"{workflow} v{version} is already the serving version; {then}",
         state="serving",
         code="candidate_is_serving",
     )

@@ -344,6 +344,9 @@ async def test_one_deployment_at_a_time_and_no_switch_meanwhile(
     with pytest.raises(WrongState) as same:
         await env.start("orders", 3, stages, RollbackSpec())
     assert same.value.code == "candidate_is_serving"
+    assert same.value.message == (
+        "orders v3 is already the serving version; publish a new version and deploy that"
+    )
 
 
 async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None:
@@ -365,6 +368,20 @@ async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None
     with pytest.raises(NotFound) as listed:
         await env.ops.deployments.list("ordres")
     assert listed.value.details == {"meant": ["orders"]}
+    # The serving version (v1) named as the candidate, with a newer one published: that one
+    # is the one to deploy, not "publish a new version".
+    newest = (
+        "orders v1 is already the serving version; deploy its newest, v2 (`schemabridge "
+        "deployments start orders --version 2`)"
+    )
+    with pytest.raises(WrongState) as serving:
+        await env.start("orders", 1, [StageSpec(weight=100)], RollbackSpec())
+    assert (serving.value.code, serving.value.message) == ("candidate_is_serving", newest)
+    with pytest.raises(WrongState) as serving_preview:
+        await env.ops.deployments.start_preview(
+            "orders", 1, stages=[StageSpec(weight=100)], rollback=RollbackSpec()
+        )
+    assert serving_preview.value.message == newest
     falling = [StageSpec(weight=50), StageSpec(weight=20), StageSpec(weight=90)]
     with pytest.raises(InvalidRequest) as invalid:
         await env.start("orders", 2, falling, RollbackSpec())
