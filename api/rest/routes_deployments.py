@@ -240,10 +240,16 @@ async def get_deployment(
     return await ops.deployments.get(deployment_id)
 
 
+DEPLOYMENT_ENDED_409 = (
+    "The deployment ended otherwise already (`deployment_ended`: promoted, or rolled back for "
+    "an abort, aborted for a rollback; `details.state` its status, `details.deploymentId` it)."
+)
+
+
 @router.post(
     "/deployments/{deployment_id}/abort",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 503, codes={409: DEPLOYMENT_ENDED_409}),
     summary="Abort a deployment: the candidate gets no new runs, nothing is promoted",
 )
 async def abort_deployment(
@@ -261,7 +267,7 @@ async def abort_deployment(
 @router.post(
     "/deployments/{deployment_id}/rollback",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 503, codes={409: DEPLOYMENT_ENDED_409}),
     summary="Roll a deployment back by hand",
 )
 async def rollback_deployment(

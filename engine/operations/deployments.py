@@ -613,12 +613,16 @@ class DeploymentOperations:
             await self._runtime.run_events.changed([record.run_id], ended=[record.run_id])
             self._log_stop(record, verb, actor, reason)
         if not changed and record.status != status.value:
-            raise WrongState(
+            refusal = WrongState(
                 f"deployment {deployment_id} has already ended ({record.status}); it cannot be "
                 f"{verb}",
                 state=record.status,
                 code="deployment_ended",
             )
+            # Named as `deployment_running` names it, and as a run's refusal names its run: a
+            # script stopping several deployments reads which one each 409 is about.
+            refusal.details["deploymentId"] = record.id
+            raise refusal
         message = (
             f"deployment {deployment_id} {verb}: {record.workflow_name} "
             f"v{record.candidate_version} gets no new runs"

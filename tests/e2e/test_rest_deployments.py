@@ -144,7 +144,13 @@ async def test_a_second_deployment_is_refused_and_an_abort_stops_the_first(api: 
     assert {"type": "null"} in weight_schema["anyOf"], weight_schema
     assert "null once the deployment has ended" in weight_schema["description"]
     assert again.json()["changed"] is False
-    assert assert_error(late, 409, "deployment_ended")["details"]["state"] == "ABORTED"
+    assert assert_error(late, 409, "deployment_ended")["details"] == {
+        "state": "ABORTED",
+        "deploymentId": deployment["id"],
+    }
+    for action in ("abort", "rollback"):
+        stop = document["paths"][f"/deployments/{{deployment_id}}/{action}"]["post"]
+        assert "`details.deploymentId`" in stop["responses"]["409"]["description"], action
     assert run["status"] == "CANCELLED"
     assert {(r["version"], r["route"]) for r in await submit(api, 10)} == {(1, "serving")}
 
