@@ -28,5 +28,13 @@ def prefix_query(noun: str) -> Any:
     )
 
 
-MatchLimit = Annotated[int, Query(ge=1, le=MAX_MATCHES)]
+MatchLimit = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=MAX_MATCHES,
+        description=f"How many of the matching ids to list, at most {MAX_MATCHES}; `more` says "
+        "whether there are others (give more digits).",
+    ),
+]
 """The `limit` of an id lookup: how many of the matching ids to list."""

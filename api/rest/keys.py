@@ -4,9 +4,9 @@ refused a route."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
@@ -68,13 +68,18 @@ async def list_keys(ops: OperationsDep, _caller: AdminDep) -> ApiKeyList:
     return await ops.keys.list()
 
 
+KeyId = Annotated[
+    str, Path(description="The key's `id`, as `GET /keys` and `schemabridge keys list` show it.")
+]
+
+
 @router.delete(
     "/keys/{key_id}",
     response_model=RevokedApiKey,
     responses=error_responses(401, 403, 404, 503),
     summary="Revoke an API key (at once, on every API process)",
 )
-async def revoke_key(key_id: str, ops: OperationsDep, caller: AdminDep) -> RevokedApiKey:
+async def revoke_key(key_id: KeyId, ops: OperationsDep, caller: AdminDep) -> RevokedApiKey:
     """Revoke the key. A key revoked already answers 200 too, with `changed: false`, its
     first `revokedAt` and `revokedBy` (nothing is done), as every action with nothing to do
     answers."""

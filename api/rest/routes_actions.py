@@ -9,9 +9,9 @@ does not exist). A run in a state the action does not take answers 409 with the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -21,6 +21,7 @@ from api.rest.body_shape import JsonBodyRoute, not_wrapped
 from api.rest.deps import OperationsDep
 from api.rest.errors import RUN_NOT_FOUND, ErrorBody, error_responses, run_read_responses
 from api.rest.renamed import renamed_fields
+from api.rest.routes_runs import RunId
 from api.rest.run_models import RunCancelledError
 from engine.operations.action_views import (
     BatchReprocessResult,
@@ -309,7 +310,7 @@ async def batch_retry(
     ),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
-async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
+async def retry(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RetryResult:
     """409 `run_not_failed` when the run is not FAILED; `deployment_run` (with
     `details.deploymentId`) for a deployment's own `gradual_deploy` run, whose stage checks a
     retry would rewrite: abort or roll back the deployment, or start a new one. Its FAILED
@@ -329,7 +330,7 @@ async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResu
     responses=_preview_errors(),
     summary="What a retry of the run would do now, with its warnings, doing nothing",
 )
-async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryPreview:
+async def retry_preview(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RetryPreview:
     """Read-only and cheap (the retry's own checks, without its writes): what a confirm step
     shows before `POST /runs/{id}/retry` — the FAILED steps that would run again and the
     steps stopped when the run failed (`stepsRetried`, `stepsHeldBack`, in words in
@@ -359,7 +360,11 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     summary="Supply the output of a FAILED step; the run continues",
 )
 async def resolve(
-    run_id: str, vertex_id: str, body: ResolveRequest, ops: OperationsDep, caller: CallerDep
+    run_id: RunId,
+    vertex_id: Annotated[str, Path(description="The FAILED step's vertex id.", max_length=200)],
+    body: ResolveRequest,
+    ops: OperationsDep,
+    caller: CallerDep,
 ) -> ResolveResult:
     """404 `step_not_found` for a vertex the run does not have; 409 `step_not_failed`, or
     `step_already_resolved` for another output (the same output again changes nothing).
@@ -390,7 +395,7 @@ async def resolve(
     },
     summary="Start an ended run over as a new run with the same input",
 )
-async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
+async def start_over(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
     """409 `run_not_ended` while it runs, `deployment_run` for a deployment's own
     `gradual_deploy` run (act on the deployment, or start a new one), `start_over_child_run`
     for a child run of a fan-out (retry it, or start over its parent), each with
@@ -408,7 +413,7 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     summary="What a start over of the run would do now, with its warnings, doing nothing",
 )
 async def start_over_preview(
-    run_id: str, ops: OperationsDep, caller: CallerDep
+    run_id: RunId, ops: OperationsDep, caller: CallerDep
 ) -> StartOverPreview:
     """Read-only (the start over's own checks, without its writes): what a confirm step shows
     before `POST /runs/{id}/start-over` — `startable` with the version the new run would run
@@ -474,7 +479,7 @@ async def batch_reprocess(
     ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
 )
-async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
+async def reprocess(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
     """409 `run_cancelled` for a CANCELLED run, `deployment_run` for a deployment's own
     `gradual_deploy` run; nothing to revive answers `changed: false`. A run that had
     SUCCEEDED (its MERGE tolerated the dead letters) is reprocessed, as a single retry of a
@@ -490,7 +495,9 @@ async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> Repro
     responses=_preview_errors(),
     summary="What a reprocess of the run would do now, with its warnings, doing nothing",
 )
-async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessPreview:
+async def reprocess_preview(
+    run_id: RunId, ops: OperationsDep, caller: CallerDep
+) -> ReprocessPreview:
     """Read-only (the reprocess's own reads and rules, without its writes): what a confirm
     step shows before `POST /runs/{id}/reprocess` — how many dead-lettered children would run
     again (`revived`, nested fan-outs' included) and the run's own first 100
@@ -509,7 +516,7 @@ async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) 
     responses=_action_errors("The run has ended SUCCEEDED or FAILED (`run_ended`)"),
     summary="Cancel the run and every descendant still going",
 )
-async def cancel(run_id: str, ops: OperationsDep, caller: CallerDep) -> CancelResult:
+async def cancel(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> CancelResult:
     """409 `run_ended` for a SUCCEEDED or FAILED run; already CANCELLED answers
     `changed: false`."""
     return await ops.actions.cancel(

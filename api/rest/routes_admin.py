@@ -53,6 +53,8 @@ DESTINATION_KEY = (
     "URL's lower-case `scheme://host:port`, or a vertex's explicit `destination` name."
 )
 
+DestinationKey = Annotated[str, Path(description=DESTINATION_KEY)]
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
@@ -151,7 +153,15 @@ async def list_destinations(ops: OperationsDep, _caller: AdminDep) -> Destinatio
     summary="The last minutes of every destination's AIMD limit and calls in flight",
 )
 async def destinations_history(
-    ops: OperationsDep, _caller: AdminDep, destination: str | None = None
+    ops: OperationsDep,
+    _caller: AdminDep,
+    destination: Annotated[
+        str | None,
+        Query(
+            description="Only this destination's series, its key spelled as `GET "
+            "/destinations` lists it (`http://billing:8080`); left out: every destination's."
+        ),
+    ] = None,
 ) -> DestinationHistoryView:
     """Samples taken every few seconds by the API process that answers (kept in its memory
     for the last 10 minutes; each API process samples the same shared state). `destination`:
@@ -168,7 +178,9 @@ async def destinations_history(
     summary="Cap a destination (every worker, at once)",
     description=DESTINATION_KEY,
 )
-async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, caller: AdminDep) -> CapsView:
+async def set_caps(
+    key: DestinationKey, body: CapsRequest, ops: OperationsDep, caller: AdminDep
+) -> CapsView:
     """422 `invalid_destination` for a key no call can have (the answer says which key was
     meant), `invalid_caps` for bounds out of range."""
     return await ops.settings.set_caps(
@@ -184,7 +196,9 @@ async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, caller: Admi
     summary="Change some of a destination's caps, keeping the others (every worker, at once)",
     description=DESTINATION_KEY,
 )
-async def change_caps(key: str, body: CapsChange, ops: OperationsDep, caller: AdminDep) -> CapsView:
+async def change_caps(
+    key: DestinationKey, body: CapsChange, ops: OperationsDep, caller: AdminDep
+) -> CapsView:
     """Answers the caps after the change. Each change is merged into the stored caps in one
     step: two changes of different caps at once both survive. 422 `caps_not_set` for a rate
     alone on a destination without caps of its own (give `maxConcurrency` too),
@@ -202,7 +216,7 @@ async def change_caps(key: str, body: CapsChange, ops: OperationsDep, caller: Ad
     summary="Remove a destination's caps: the default cap applies again",
     description=DESTINATION_KEY,
 )
-async def remove_caps(key: str, ops: OperationsDep, caller: AdminDep) -> CapsRemoved:
+async def remove_caps(key: DestinationKey, ops: OperationsDep, caller: AdminDep) -> CapsRemoved:
     removed = await ops.settings.remove_caps(key, actor=caller.actor)
     return CapsRemoved(destination=key, removed=removed)
 
@@ -216,7 +230,7 @@ async def remove_caps(key: str, ops: OperationsDep, caller: AdminDep) -> CapsRem
     description=DESTINATION_KEY,
 )
 async def reset_breakers(
-    key: str,
+    key: DestinationKey,
     ops: OperationsDep,
     caller: AdminDep,
     tenant_id: Annotated[

@@ -597,7 +597,7 @@ async def list_logs(
     run_id: RunId,
     ops: OperationsDep,
     caller: CallerDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 200,
+    limit: Annotated[int, page_limit("Log lines")] = 200,
     cursor: Annotated[
         str | None,
         Query(

@@ -719,6 +719,39 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
     assert "422" in document["paths"]["/probe/refuse/{which}"]["get"]["responses"]
 
 
+async def test_every_parameter_is_described_and_a_name_means_one_thing(url: str) -> None:
+    """A generated client turns each parameter into an argument whose docstring is its
+    `description`; an undescribed `limit` or `key` leaves its user to guess what it counts or
+    how a destination is spelled. And a path parameter named alike in one collection
+    (`run_id` on a run's page and on its retry) takes the same values: the same schema, so an
+    over-long id is the same 422 on every route, not a 422 on one and a 404 on the other."""
+    async with client(url) as http:
+        document = (await http.get("/openapi.json")).json()
+    undescribed: list[tuple[str, str, str]] = []
+    schemas: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for path, path_item in document["paths"].items():
+        if path.startswith("/probe/"):  # this test's own routes
+            continue
+        for method, operation in path_item.items():
+            for parameter in operation.get("parameters", []):
+                if not parameter.get("description"):
+                    undescribed.append((method, path, parameter["name"]))
+                if parameter["in"] == "path":
+                    schema = {k: v for k, v in parameter["schema"].items() if k != "description"}
+                    shape = json.dumps(schema, sort_keys=True)
+                    # Within one collection: a secret's `name` is not a workflow's.
+                    named = (path.split("/")[1], parameter["name"])
+                    schemas.setdefault(named, {}).setdefault(shape, []).append(path)
+    assert undescribed == []
+    assert {name: shapes for name, shapes in schemas.items() if len(shapes) > 1} == {}
+    async with client(url) as http:
+        long_id = "a" * 65
+        read = await http.get(f"/runs/{long_id}")
+        retried = await http.post(f"/runs/{long_id}/retry")
+    assert read.status_code == retried.status_code == 422, (read.text, retried.text)
+    assert retried.json()["details"]["problems"][0]["pointer"] == "/run_id"
+
+
 async def test_every_get_route_answers_head_as_its_get_without_the_body(
     authed: tuple[str, str, str],
 ) -> None:
