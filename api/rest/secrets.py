@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 from api.rest.auth import AdminDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
-from api.rest.errors import error_responses, in_words
+from api.rest.errors import COMMON_CODES, error_responses, in_words
 from api.rest.renamed import OLD_TENANT_PARAMETER, one_of, renamed_fields, required
 from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS, SHORT_VALUE_REASON
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
@@ -98,12 +98,21 @@ class SecretRequest(BaseModel):
         return renamed_fields(data)
 
 
+SECRET_KEY_503 = (
+    COMMON_CODES[503] + " Or this API process has no usable encryption key "
+    "(`secret_key_missing`, `secret_key_invalid`: `SCHEMABRIDGE_SECRET_KEYS` unset or "
+    "malformed where the API runs): sending it again helps only once that is set, or on "
+    "another API process that has it."
+)
+"""A set's 503: beside the outages a retry rides out, the key it encrypts with."""
+
+
 @router.put(
     "/secrets/{name}",
     response_model=StoredSecret,
     responses={
         201: {"model": StoredSecret, "description": "Created."},
-        **error_responses(401, 403, 422, 503),
+        **error_responses(401, 403, 422, 503, codes={503: SECRET_KEY_503}),
     },
     summary="Set a secret (created: 201, its value replaced: 200); the value is never shown",
 )

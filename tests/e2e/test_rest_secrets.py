@@ -156,7 +156,11 @@ async def test_without_a_key_setting_is_503_saying_how_to_make_one(backend: Back
         async with client(api.url, api.admin_key) as http:
             answer = await http.put("/secrets/CRM_TOKEN", json={"tenantId": "acme", "value": VALUE})
             listed = await http.get("/secrets")
+            document = (await http.get("/openapi.json")).json()
         assert answer.status_code == 503
         assert answer.json()["code"] == "secret_key_missing"
         assert MAKE_KEY in answer.json()["message"]
+        # The contract says this 503 apart from an outage's, which a client simply sends again.
+        described = document["paths"]["/secrets/{name}"]["put"]["responses"]["503"]["description"]
+        assert "`secret_key_missing`" in described, described
         assert listed.status_code == 200 and listed.json() == {"items": []}
