@@ -97,6 +97,37 @@ NAMED_OPERATIONS = {
 function's name in camelCase (`list_runs` → `listRuns`)."""
 
 
+API_DESCRIPTION = """Durable workflow graphs of HTTP calls.
+
+What holds for every operation, which the operations do not repeat:
+
+- **Keys**: `Authorization: Bearer <key>` or `X-API-Key: <key>` on every route but `/health`,
+  this description (`/openapi.json`, `/docs`, `/redoc`) and the monitor's files under `/ui`.
+  A tenant key sees its tenant's runs only; an admin route answers it 403 `forbidden`.
+- **Errors** are JSON `{"code", "message", "details"}`: `code` stable, `details` an object
+  (`{}` when there is nothing to add; `details.problems`, each `{pointer, code, message}`,
+  for anything invalid). Each operation lists the statuses it answers with their codes;
+  any route may also answer 404 `not_found` (no route for the path), 405
+  `method_not_allowed` (with `Allow`), 408 `request_timeout` (the request's headers not
+  whole 10 s after their first byte) and 431 `headers_too_large` (request line and headers
+  over 64 KiB). A 429 or 503 with `Retry-After` says when to send it again; a 503 changed
+  nothing.
+- **Times** are epoch seconds in UTC with a fraction (`1767225600.25`), in answers and in
+  the time filters alike.
+- **Lists** answer `{"items", "next"}`: send `next` back as `cursor` for the following page
+  (`limit` sets its size); `next` is null on the last page. Short lists answer `{"items"}`.
+- **Names**: a tenant is `tenantId` in bodies, answers and query strings (`tenant`, its
+  former name, is still taken where it was, deprecated); `id` is the id of what an answer
+  is, `runId` a run an answer about something else names.
+- **Queries**: a query parameter a route does not take is a 422 `unknown_query_parameter`
+  (`/health` and `/metrics` take any); every `GET` answers `HEAD` too.
+- **Submissions** take an `Idempotency-Key` (its tenant's): sent again with the same
+  request it answers the run it created (200, `created` false).
+"""
+"""The OpenAPI document's `info.description`: the conventions a generated client's user reads
+first, and the statuses no operation declares because any route may answer them."""
+
+
 def operation_id(route: APIRoute) -> str:
     """A route's OpenAPI `operationId`: readable (`submitRun`, `listRuns`, `getRun`), for the
     method names of a client generated from the document (FastAPI's own would be
@@ -203,8 +234,7 @@ def create_app(
     app = FastAPI(
         title=title,
         version="1",
-        description="Durable workflow graphs of HTTP calls. Errors are JSON "
-        '`{"code", "message", "details"}` with a stable `code`.',
+        description=API_DESCRIPTION,
         lifespan=lifespan,
         dependencies=[Depends(RouteInputs())],
         docs_url=None,  # served by docs_pages, with their scripts: a CDN may be out of reach

@@ -230,6 +230,13 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
     ),
     409: {
         "model": RunCancelledError | ErrorBody,
+        "headers": {
+            "Location": {
+                **LOCATION["Location"],
+                "description": "With `run_cancelled` only: where the run is read "
+                "(`/runs/{id}`), as `details.url`.",
+            }
+        },
         "description": "The same `Idempotency-Key` with another request "
         "(`idempotency_conflict`, an `ErrorBody`: `details.runId` the run the key names, "
         "`details.differs` what differs from the request that created it — `workflow`, "

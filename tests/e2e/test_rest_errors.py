@@ -719,6 +719,26 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
     assert "422" in document["paths"]["/probe/refuse/{which}"]["get"]["responses"]
 
 
+async def test_the_statuses_no_operation_declares_are_described_at_the_top(url: str) -> None:
+    """A route answers 405, 408 and 431 whatever it is (the method, the request's head), so
+    no operation declares them; a client user reads `info.description` for them, and for the
+    conventions every operation shares (keys, errors, times, pages)."""
+    async with client(url) as http:
+        document = (await http.get("/openapi.json")).json()
+    declared = {
+        status
+        for path_item in document["paths"].values()
+        for operation in path_item.values()
+        for status in operation["responses"]
+    }
+    described = " ".join(document["info"]["description"].split())
+    for status, code in [("405", "method_not_allowed"), ("408", "request_timeout")]:
+        assert status not in declared and f"{status} `{code}`" in described, status
+    assert "431 `headers_too_large`" in described
+    for convention in ["Authorization: Bearer", "`cursor`", "epoch seconds", "`tenantId`"]:
+        assert convention in described, convention
+
+
 async def test_every_parameter_is_described_and_a_name_means_one_thing(url: str) -> None:
     """A generated client turns each parameter into an argument whose docstring is its
     `description`; an undescribed `limit` or `key` leaves its user to guess what it counts or
