@@ -407,7 +407,7 @@ class SkippedRuns(View):
     """The newest of them, at most 10 (`count` says how many there are); of a batch by ids,
     the first named."""
     new_run_ids: list[str] = []
-    """Of `started_over`: the run each of `run_ids` was started over as (the new run of its
+    """Of `started_over`: the run each of `runIds` was started over as (the new run of its
     root, for a child), in the same order; empty for the other reasons."""
 
 

@@ -77,7 +77,10 @@ def describe_times(schema: dict[str, Any], model: type[BaseModel]) -> None:
         if not is_time_field(name) or not isinstance(field, dict):
             continue
         own = field.get("description", "").strip()
-        if "epoch seconds" not in own.lower():
+        if EPOCH_SECONDS not in own:
+            # A field's docstring may say no more than "Epoch seconds.": the unit then says it
+            # whole, not twice.
+            own = "" if own.rstrip(".").lower() == "epoch seconds" else own
             field["description"] = f"{own} {EPOCH_SECONDS}".strip()
 
 
@@ -87,7 +90,9 @@ class View(BaseModel):
     every field of its view, null or empty when there is nothing to say, so its JSON schema
     lists every field as required (`json_schema_serialization_defaults_required`): a client
     generated from OpenAPI reads `next`, `endedAt` or `error` as present and maybe null, not
-    as maybe absent. A view whose answer leaves a field out says so in its own config."""
+    as maybe absent. A view whose answer leaves a field out says so in its own config. The
+    docstring under a field is its `description` there (`use_attribute_docstrings`): what the
+    code says of a field, a generated client shows on its attribute."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -95,6 +100,7 @@ class View(BaseModel):
         populate_by_name=True,
         json_schema_extra=describe_times,
         json_schema_serialization_defaults_required=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -598,7 +604,7 @@ class RunDetail(RunSummary):
     actions' actors (docs/security.md, 'What a tenant key reads')."""
     pinned_versions: dict[str, int] | None = None
     restarts: list[str] = []
-    """Runs started over from this one, oldest first (`restarted_from` links back)."""
+    """Runs started over from this one, oldest first (`restartedFrom` links back)."""
     restarted_from_purged: bool = False
     """The run `restartedFrom` names was deleted by run retention (it ended more than
     `SCHEMABRIDGE_RUN_RETENTION_S` ago, or an operator purged it): its id is all that is left,

@@ -6,8 +6,12 @@ document needs no database."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from api.rest.auth import admin_caller
 from api.rest.route_errors import route_statuses
 from engine.coordination.heartbeat import ServiceRole
 from engine.operations.action_views import SkipReason
-from engine.operations.views import EPOCH_SECONDS, UNKNOWN_KIND, is_time_field
+from engine.operations.views import EPOCH_SECONDS, UNKNOWN_KIND, View, is_time_field
 from engine.settings import Settings
 from engine.store.models import (
     AuditAction,
@@ -353,13 +357,32 @@ def test_no_description_names_a_field_in_snake_case(document: dict[str, Any]) ->
         for operation in path_item.values()
         for parameter in operation.get("parameters", [])
     }
+    # A value is spelt as the wire has it: `presumed_dead` is a holder's state, not the field
+    # `presumedDead`.
+    values = _enum_values(document)
     wrong = [
         (where, word)
         for where, text in _descriptions(document)
         for word in re.findall(r"\b[a-z]+(?:_[a-z0-9]+)+\b", text)
-        if to_camel(word) != word and to_camel(word) in fields
+        if to_camel(word) != word and to_camel(word) in fields and word not in values
     ]
     assert not wrong, wrong
+
+
+def _enum_values(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "enum" and isinstance(value, list):
+                found |= {item for item in value if isinstance(item, str)}
+            elif key == "const" and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _enum_values(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _enum_values(item)
+    return found
 
 
 BODY_REFUSALS = {
@@ -554,6 +577,43 @@ def test_every_time_in_an_answer_says_it_is_epoch_seconds(document: dict[str, An
     # What a field says of itself stays, before the unit.
     serving = _schemas(document)["ServingView"]["properties"]["updatedAt"]["description"]
     assert serving.startswith("When the serving version was last set")
+
+
+def _documented_fields(model: type[View]) -> set[str]:
+    """The fields `model` itself declares with a docstring under them, by their wire name."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    return {
+        to_camel(statement.target.id)
+        for statement, following in itertools.pairwise(body)
+        if isinstance(statement, ast.AnnAssign)
+        and isinstance(statement.target, ast.Name)
+        and isinstance(following, ast.Expr)
+        and isinstance(following.value, ast.Constant)
+        and isinstance(following.value.value, str)
+    }
+
+
+def _views(model: type[View]) -> list[type[View]]:
+    return [model] + [view for sub in model.__subclasses__() for view in _views(sub)]
+
+
+def test_what_a_view_field_says_in_the_code_it_says_in_the_contract(
+    document: dict[str, Any],
+) -> None:
+    """The answers' fields are documented where they are declared, by a docstring under each:
+    a client generated from the document shows the same words on its attributes (`reopenedJoins`
+    of a reprocess, `restarts` of a run), not a bare name."""
+    schemas = _schemas(document)
+    unsaid = [
+        (view.__name__, name)
+        for view in _views(View)
+        if view.__name__ in schemas
+        for name in sorted(_documented_fields(view))
+        if name in schemas[view.__name__].get("properties", {})
+        and not schemas[view.__name__]["properties"][name].get("description")
+    ]
+    assert not unsaid, unsaid
 
 
 def test_a_tenant_is_tenant_id_everywhere(document: dict[str, Any]) -> None:
