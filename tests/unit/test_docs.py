@@ -404,3 +404,19 @@ def test_the_readme_says_which_metric_names_a_tenant() -> None:
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     sentence = readme.split("no label carries", 1)[1].split(". ", 1)[0]
     assert with_tenant and all(series in sentence for series in with_tenant), sentence
+
+
+def test_the_guides_python_example_runs_as_written(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A developer copies the authoring guide's Python example into a shell at the clone's
+    root: it runs there as it is (no name left for the reader to define) and validates the
+    documents it reads."""
+    guide = (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```python\n(.*?)```", guide, re.S)
+    assert examples
+    monkeypatch.chdir(ROOT)
+    for example in examples:
+        exec(compile(example, "docs/authoring.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "order-export" in printed and "support-ticket" in printed, printed
