@@ -338,19 +338,9 @@ async def run_service(
     async with asyncio.TaskGroup() as group:
         group.create_task(run_presence(runtime, service, stop, role=role), name="presence")
         await worker.run(stop)
-    stats = worker.stats
     logger.info(
-        "service %s stopped: %d steps claimed in %d claims (%d found none), %d results "
-        "recorded in %d writes, %d late results dropped, %d steps stopped without a result "
-        "(run cancelled or failed, lease lost), %d expired leases requeued",
+        "service %s stopped: %s",
         service,
-        stats.claimed,
-        stats.claims,
-        stats.empty_claims,
-        stats.recorded,
-        stats.flushes,
-        stats.dropped,
-        stats.abandoned,
-        stats.requeued,
+        worker.stats.summary(),
         extra={"event": "service.stopped"},
     )

@@ -170,6 +170,17 @@ class WorkerStats:
     flushes: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """What the worker did, as its stop's log line says it ("1 step claimed in 1 claim")."""
+        return (
+            f"{plural(self.claimed, 'step')} claimed in {plural(self.claims, 'claim')} "
+            f"({self.empty_claims:,} found none), {plural(self.recorded, 'result')} recorded "
+            f"in {plural(self.flushes, 'write')}, {plural(self.dropped, 'late result')} "
+            f"dropped, {plural(self.abandoned, 'step')} stopped without a result (run "
+            f"cancelled or failed, lease lost), {plural(self.requeued, 'expired lease')} "
+            "requeued"
+        )
+
 
 class Worker:
     """One worker loop set. `await worker.run(stop)` returns after a graceful drain."""
