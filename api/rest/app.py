@@ -92,9 +92,16 @@ NAMED_OPERATIONS = {
     "health": "getHealth",
     "metrics": "getMetrics",
     "worker_metrics": "getWorkerMetrics",
+    # Verb first, as every other: a previewed action is `preview<Action>`.
+    "batch_retry_preview": "previewBatchRetry",
+    "start_over_preview": "previewStartOver",
+    "reprocess_preview": "previewReprocess",
+    "destinations_history": "getDestinationsHistory",
+    "monitor_config": "getMonitorConfig",
+    "list_deployments": "listWorkflowDeployments",
 }
-"""The operationIds of the routes whose function's name is a bare verb; any other's is its
-function's name in camelCase (`list_runs` → `listRuns`)."""
+"""The operationIds of the routes whose function's name is a bare verb or does not start
+with one; any other's is its function's name in camelCase (`list_runs` → `listRuns`)."""
 
 
 API_DESCRIPTION = """Durable workflow graphs of HTTP calls.

@@ -652,6 +652,15 @@ def test_operation_ids_are_readable_and_unique(document: dict[str, Any]) -> None
     assert ids["POST /workflows/{name}/runs"] == "submitRun"
     assert ids["GET /runs"] == "listRuns"
     assert ids["GET /runs/{run_id}"] == "getRun"
+    # Verb first, every one: an integrator's tour found previewRetry beside
+    # startOverPreview, and bare nouns (destinationsHistory).
+    verbs = {"get", "list", "stream", "match", "submit", "retry", "batch", "resolve", "start"}
+    verbs |= {"reprocess", "cancel", "publish", "validate", "preview", "create", "revoke"}
+    verbs |= {"set", "change", "remove", "reset", "delete", "abort", "rollback"}
+    first_words = {label: re.split(r"(?=[A-Z])", i)[0] for label, i in ids.items()}
+    assert {label: word for label, word in first_words.items() if word not in verbs} == {}
+    previews = [i for i in ids.values() if "Preview" in i or i.startswith("preview")]
+    assert [i for i in previews if not i.startswith("preview")] == []
 
 
 def test_attempts_and_executions_are_told_apart(document: dict[str, Any]) -> None:
