@@ -42,7 +42,7 @@ from api.cli.remote import (
     table,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import MISSING, relative
+from api.cli.text import MISSING, exact, relative
 from schemas.close_names import close_names, did_you_mean
 from schemas.counts import plural
 from schemas.durations import duration
@@ -90,8 +90,14 @@ def _rate(view: DestinationView) -> str:
 
 def _breaker(breaker: BreakerView) -> str:
     """A breaker layer in a few words: closed, closed (2 failures), open (half-open in 12 s),
-    and what opened it when the API says (open after an HTTP 500, half-open in 12 s)."""
-    after = f" after {breaker.opened_by}" if breaker.opened_by else ""
+    and what opened it and when, as the API says (open after an HTTP 500 at 21:54:20 UTC,
+    half-open in 12 s): the words of a step's refusal (`runs show`), so an operator matches
+    the two, and can tell since when a destination fails."""
+    # The time of day with its zone, as `runs show` gives its times ("21:54:20 UTC").
+    at = f" at {exact(breaker.opened_at)[11:]}" if breaker.opened_at else ""
+    after = f" after {breaker.opened_by}{at}" if breaker.opened_by else ""
+    if not breaker.opened_by and at:
+        after = f" since {at.removeprefix(' at ')}"
     if breaker.state == "open":
         return f"open{after} (half-open in {duration(breaker.seconds_until_half_open)})"
     if breaker.state == "half_open":

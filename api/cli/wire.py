@@ -539,6 +539,7 @@ class BreakerView(Wire):
     failures: int = 0
     probes: int = 0
     seconds_until_half_open: float = 0.0
+    opened_at: float | None = None
     opened_by: str | None = None
 
 

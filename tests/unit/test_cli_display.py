@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from api.cli import admin, remote, run_display
-from api.cli.text import clock, parse_since, relative
+from api.cli.text import clock, exact, parse_since, relative
 from api.cli.wire import BreakerView, LogEntry, RunDetail, RunSummary, ServiceView
 from schemas.counts import plural
 from schemas.durations import duration
@@ -1010,6 +1010,37 @@ def test_destinations_list_says_what_opened_a_breaker(
 ) -> None:
     """`destinations list` names what opened an open layer when the API says (`openedBy`)."""
     assert admin._breaker(BreakerView.model_validate(breaker)) == said
+
+
+OPENED_AT = 1796680369.77
+"""21:52:49 UTC: when a tour's breaker opened."""
+
+
+@pytest.mark.parametrize(
+    ("breaker", "said"),
+    [
+        (
+            {"state": "open", "secondsUntilHalfOpen": 12, "openedBy": "an HTTP 500"},
+            "open after an HTTP 500 at {at} (half-open in 12 s)",
+        ),
+        (
+            {"state": "half_open", "probes": 1, "openedBy": "a timeout"},
+            "half-open after a timeout at {at} (1 probe out)",
+        ),
+        ({"state": "open", "secondsUntilHalfOpen": 12}, "open since {at} (half-open in 12 s)"),
+        # A closed layer keeps when it last opened (the monitor's "last opened"): no news.
+        ({"state": "closed", "failures": 2, "openedBy": "an HTTP 500"}, "closed (2 failures)"),
+    ],
+)
+def test_destinations_list_says_since_when_a_breaker_is_open(
+    breaker: dict[str, object], said: str
+) -> None:
+    """A tour's outage: `destinations list` said "acme open after an HTTP 500" with no time,
+    while `runs show` said "opened by an HTTP 500 at 21:52:49 UTC" and the API answered
+    `openedAt`: the operator could not tell from the destination since when it failed. The
+    time is said as `runs show` says it, in the local zone with its name."""
+    view = BreakerView.model_validate({**breaker, "openedAt": OPENED_AT})
+    assert admin._breaker(view) == said.format(at=exact(OPENED_AT)[11:])
 
 
 def test_a_list_names_the_run_a_start_over_made_for_a_run_and_for_a_child() -> None:
