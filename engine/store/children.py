@@ -412,6 +412,10 @@ _COUNTED = re.compile(r"^redispatch \d+/\d+ after ")
 """How a redispatch's wait message starts (`engine.execution.executor.redispatch_message`)."""
 _PARKED = re.compile(r"; this opening already counted as redispatch \d+/\d+.*$")
 """How a breaker park's wait message ends (`engine.execution.breaker_parks.park_message`)."""
+_OPENED_AT = re.compile(r"(\(opened by [^()]*) at \d{2}:\d{2}:\d{2} UTC\)")
+"""When a breaker's refusal says its layer opened (`admission.breaker.opened_by`): one
+outage opens a layer again at each failed half-open, so the children it refuses wait under
+several openings."""
 
 
 _CLAUSE_ENDS = ("; ", ", ")
@@ -453,14 +457,21 @@ def common_message(least: str, greatest: str) -> str:
     message when they are the same; else the leading clauses they share (`shared_start`:
     what the destination answered, before each step's URL and count); else the cause they
     share once the per-step counts are taken off ("redispatch 2/3 after …", "… already
-    counted as redispatch 1/3 …"); else empty (front doors then name the reason). Never one
-    step's count said of them all."""
+    counted as redispatch 1/3 …"), and when that differs only by when a breaker opened, that
+    cause without the times; else empty (front doors then name the reason). Never one
+    step's count or time said of them all."""
     if least == greatest:
         return least
     shared = shared_start(least, greatest)
     if shared:
         return shared
     causes = {_PARKED.sub("", _COUNTED.sub("", m)) for m in (least, greatest)}
+    if len(causes) == 1:
+        return causes.pop()
+    # Refused under different openings of one breaker (a tour's outage outlived three): what
+    # opened it and the breaker are true of them all, its times are not. Without this the
+    # children read "waiting: breaker open", with no destination and no reset command.
+    causes = {_OPENED_AT.sub(r"\1)", cause) for cause in causes}
     return causes.pop() if len(causes) == 1 else ""
 
 

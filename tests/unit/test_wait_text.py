@@ -10,6 +10,11 @@ from schemas.waiting import BREAKER_IS_OPEN, wait_text
 
 OPEN = f"circuit open: the tenant breaker of 'd' (tenant 'acme') {BREAKER_IS_OPEN}"
 HALF = "circuit open: the tenant breaker of 'd' (tenant 'acme') is half-open with every probe"
+LAYER = f"the tenant breaker of 'd' (tenant 'acme') {BREAKER_IS_OPEN}"
+OPENED = f"circuit open (opened by an HTTP 500 at {{}} UTC): {LAYER}"
+"""A refusal that says what opened its layer and when (`admission.refusals.breaker_failure`)."""
+OPENED_BY = f"circuit open (opened by an HTTP 500): {LAYER}"
+"""What refusals under several openings of that layer all say."""
 RETRY = "waiting to retry a call to https://api:443: answered 429 Too Many Requests"
 REDISPATCH = "waiting to be sent again (redispatch) after https://api:443 answered 503 Service"
 
@@ -61,6 +66,23 @@ def test_a_breaker_wait_counts_down_to_its_half_open(
             OPEN,
         ),
         (f"redispatch 1/3 after {OPEN}", f"redispatch 2/3 after {HALF}", ""),  # nothing shared
+        # One outage opened the breaker again at each failed half-open: the children wait
+        # under several openings, which share what opened it and the breaker, not the time.
+        (
+            f"redispatch 1/3 after {OPENED.format('21:52:49')}",
+            f"redispatch 2/3 after {OPENED.format('21:53:19')}",
+            OPENED_BY,
+        ),
+        (
+            f"redispatch 1/3 after {OPENED.format('21:52:49')}",
+            f"{OPENED.format('21:53:19')}; this opening already counted as redispatch 2/3, so",
+            OPENED_BY,
+        ),
+        (  # opened by different answers: nothing
+            f"redispatch 1/3 after {OPENED.format('21:52:49')}",
+            f"redispatch 2/3 after {OPENED.format('21:53:19').replace('HTTP 500', 'HTTP 502')}",
+            "",
+        ),
         ("redispatch 1/3 after HTTP 503", "redispatch 2/3 after HTTP 429", ""),
         # What the destination answered leads; each child's URL and count end it.
         (
