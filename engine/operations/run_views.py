@@ -55,7 +55,7 @@ from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 from schemas.errors import BreakerRefusal, FailureKind
-from schemas.waiting import NO_WORKER_MESSAGE, WaitReason, wait_text
+from schemas.waiting import NO_WORKER_MESSAGE, WaitReason, reason_words, wait_text
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 _KINDS = frozenset(kind.value for kind in FailureKind)
@@ -310,8 +310,10 @@ def fanout_view(
                 children=group.children,
                 message=group.message,
                 until=group.until,
+                # Their messages share nothing: the reason in words, as the CLI says it
+                # (a tour's monitor read "1,875 children waiting: (breaker open)").
                 text=wait_text(group.reason, group.message, group.until, now)
-                or f"({group.reason.replace('_', ' ')})",
+                or reason_words(group.reason),
                 breaker=breaker_ref(group.breaker, group.tenant_id),
             )
             for group in waiting

@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+from api.cli.run_display import children_waiting_line
+from api.cli.wire import FanoutProgress
+from engine.operations.run_views import fanout_view
+from engine.store.records import WaitingGroup
 from schemas.waiting import HELD_WAITS
 from tests.unit.ui_modules import NODE, module_value
 
@@ -97,3 +101,34 @@ def test_running_children_a_dead_worker_holds_are_said_as_the_cli_does() -> None
         "40 running (38 of them held by a worker presumed dead)"
     )
     assert js("w.runningWords(40, [], [])") == "40 running"
+
+
+COUNTS = {
+    "total": 3000,
+    "pending": 2001,
+    "running": 0,
+    "succeeded": 999,
+    "failed": 0,
+    "cancelled": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("breaker_open", "1,875 children waiting: breaker open"),
+        ("redispatch", "1,875 children waiting: redispatch"),
+        ("retry_backoff", "1,875 running children waiting to retry a call"),
+    ],
+)
+def test_children_whose_waits_share_no_words_read_as_in_the_cli(reason: str, said: str) -> None:
+    """A tour's outage outlived several openings of a breaker: the children's messages shared
+    nothing, and the monitor's banner read "1,875 children waiting: (breaker open)" — the
+    API's `text` was the reason in brackets — where `runs show` said "breaker open". The
+    API's answer, as the monitor and the CLI read it, says the reason in the same words."""
+    group = WaitingGroup(reason, 1875, "", 1796680459.0)
+    view = fanout_view(COUNTS, [group], 1796680450.0).model_dump(by_alias=True, mode="json")
+    banner = view["waiting"][0]
+    assert js(f"w.childrenWaitingText({json.dumps(banner)})") == said
+    cli = children_waiting_line(FanoutProgress.model_validate(view), 1796680450.0)
+    assert cli == said
