@@ -620,6 +620,10 @@ class CoordinationBackend:
         members = await self._redis.smembers(keys.breaker_tenants(destination))
         return sorted(_text(m) for m in members)
 
+    async def refill_budget(self, destination: str) -> None:
+        """Fill `destination`'s retry budget: a missing bucket is a full one (lib_budget.lua)."""
+        await self._redis.delete(keys.retry_budget(destination))
+
     async def close_breakers(
         self, layers: Sequence[tuple[str, str]], ttl_s: float
     ) -> list[BreakerState]:

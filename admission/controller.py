@@ -378,9 +378,24 @@ class Admission:
         when one is given (the global layer is every tenant's). An operator does this once
         the destination is fixed, so that calls go at once instead of after the reset
         timeout. The layers closed (none: all were closed already); None when admission has
-        never seen `destination`."""
+        never seen `destination`.
+
+        Its retry budget is filled too, even when every layer was closed already: the calls
+        that failed in the outage emptied it, and the steps a reset releases are
+        redispatches, which it holds while at or under half. Left so, a tour's 500 released
+        children were refused by it (each refusal spending a redispatch) until 120 of them
+        failed, none having called the destination the operator had just said was fixed."""
         if not await self.backend.known_destination(destination):
             return None
+        tokens = await self.budget.tokens(destination)
+        await self.backend.refill_budget(destination)
+        if tokens < self.budget.config.max_tokens:
+            logger.warning(
+                "retry budget of %s filled by an operator's breaker reset (was %.0f tokens)",
+                destination,
+                tokens,
+                extra={"event": "admission.budget_reset", "destination": destination},
+            )
         # Per layer: (layer, its tenant or None, its keys' prefix).
         layers: list[tuple[Layer, str | None, str]] = []
         if tenant_id is None:

@@ -500,3 +500,21 @@ async def test_an_operator_closes_open_breakers_at_once(
     assert await layers(admission) == (BreakerState.CLOSED, {})  # (closed layers not listed)
     await succeed(admission, "globex", times=3)
     assert await admission.reset_breakers(DEST) == []  # nothing left to close
+
+
+async def test_a_reset_fills_the_retry_budget_the_outage_emptied(admission: Admission) -> None:
+    """The steps a reset releases are redispatches, admitted as retries. A tour's outage (a
+    hundred calls timing out at once) had emptied the destination's retry budget: after the
+    operator fixed the downstream and reset the breaker, the released children were refused by
+    the budget, a redispatch spent on each refusal, until 120 of 500 failed without calling
+    the destination again. The reset says the destination is fixed: the budget is full again."""
+    await fail(admission, "acme", times=5)  # the tenant breaker opens
+    for _ in range(60):  # and the calls in flight when it did fail too
+        await admission.budget.record_failure(DEST)
+    assert not await admission.budget.allowed(DEST)
+    (acme,) = await admission.reset_breakers(DEST, "acme") or []
+    assert acme.was is BreakerState.OPEN
+    assert await admission.budget.tokens(DEST) == admission.budget.config.max_tokens
+    # A released step's redispatch goes (before the fix: `RetryRefused`).
+    ticket = await admission.admit(DEST, "acme", wait_timeout_s=0, lease_s=30, retry=True)
+    await ticket.success()
