@@ -350,7 +350,10 @@ def failed_step(step: StepView) -> RenderableType:
     if error.body_excerpt:
         pairs.append(("body", Text(shown(excerpt(error.body_excerpt, BODY_EXCERPT_CHARS)))))
     if error.retry_after_s is not None:
-        pairs.append(("Retry-After", duration(error.retry_after_s)))
+        # The wait the refusal asked for (a downstream's Retry-After, a breaker's cool-down)
+        # as of the failure, as the monitor says it: a tour's breaker-refused step read
+        # "Retry-After 24 s" minutes after it failed, as if a header counted down.
+        pairs.append(("asked to wait", f"{duration(error.retry_after_s)}, when it failed"))
     if error.request is not None:
         pairs += sent_lines(error.request)
     if step.history:

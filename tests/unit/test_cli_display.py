@@ -619,6 +619,15 @@ def failed_with(request: dict[str, object] | None, **answered: object) -> str:
     return rendered(run_display.run_view(run, NOW))
 
 
+def test_runs_show_says_a_refusals_wait_as_of_the_failure() -> None:
+    """A step a breaker refused kept its cool-down, 24 s: `runs show` said "Retry-After 24 s"
+    minutes after the run failed, which reads as the destination's header counting down.
+    It says what the monitor says: the wait asked for, when it failed."""
+    flat = " ".join(failed_with(None, retryAfterS=24).split())
+    assert "asked to wait 24 s, when it failed" in flat
+    assert "Retry-After" not in flat
+
+
 def test_runs_show_says_what_a_failed_call_sent() -> None:
     body = '{"token":"***","note":"[bold]x[/bold]\x1b[2J"}'
     shown = failed_with(
