@@ -88,17 +88,17 @@ def tolerance_exceeded(config: MergeConfig, counts: ChildCounts) -> str | None:
     """
     intolerable = _intolerable(config, counts)
     if intolerable:
-        return f"{intolerable} of {counts.total} children ended with a status not tolerated"
+        return f"{intolerable:,} of {counts.total:,} children ended with a status not tolerated"
     tolerance = config.failure_tolerance
     failures = _unsuccessful(counts)
     if tolerance is None or failures == 0:
         return None
     if tolerance.max_failures is not None and failures > tolerance.max_failures:
-        return f"{failures} children failed, more than maxFailures {tolerance.max_failures}"
+        return f"{failures:,} children failed, more than maxFailures {tolerance.max_failures:,}"
     ratio = failures / counts.total if counts.total else 0.0
     if tolerance.max_failure_ratio is not None and ratio > tolerance.max_failure_ratio:
         return (
-            f"{failures} of {counts.total} children failed ({ratio:.1%}), more than "
+            f"{failures:,} of {counts.total:,} children failed ({ratio:.1%}), more than "
             f"maxFailureRatio {tolerance.max_failure_ratio:.1%}"
         )
     return None
