@@ -526,6 +526,31 @@ def test_a_resolved_step_says_it_was_resolved_not_how_long_it_took() -> None:
     assert "resolved by operator" in row and "2 min" not in row, table
 
 
+def test_runs_list_says_a_duration_counts_since_the_run_ran_again() -> None:
+    """A tour's 3,000-child fan-out, recovered after an outage by a reprocess, read "486 ms"
+    in `runs list`, as if the whole run had taken that: the list says what `runs show` and
+    the monitor's list say, that the duration counts since it ran again."""
+    base = {"workflow": "w", "version": 1, "tenantId": "acme", "createdAt": NOW - 180}
+    runs = [
+        RunSummary.model_validate(
+            {**base, "id": "again", "status": "SUCCEEDED", "startedAt": NOW - 1, "endedAt": NOW}
+        ),
+        RunSummary.model_validate(
+            {**base, "id": "first", "status": "SUCCEEDED", "startedAt": NOW - 180, "endedAt": NOW}
+        ),
+        RunSummary.model_validate(
+            {**base, "id": "going", "status": "RUNNING", "startedAt": NOW - 2}
+        ),
+    ]
+    rows = {
+        line.split()[0]: " ".join(line.split())
+        for line in rendered(run_display.runs_table(runs, NOW)).splitlines()[1:]
+    }
+    assert "1.0 s since it ran again" in rows["again"], rows
+    assert "3 min -" in rows["first"] and "ran again" not in rows["first"], rows
+    assert "2.0 s since it ran again" in rows["going"], rows
+
+
 def test_a_run_made_to_run_again_says_when_its_duration_counts_from() -> None:
     # Created 3 min before it ended, retried 65 ms before: "after 65 ms" alone contradicts the
     # times beside it, so the header says when it ran again and that the duration counts
