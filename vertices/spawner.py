@@ -242,7 +242,7 @@ async def execute(
         created += await port.create_children(total, batch)
     await ctx.log(
         "info",
-        f"fan-out of {total} children: {created} created, {total - created} re-attached",
+        f"fan-out of {total:,} children: {created:,} created, {total - created:,} re-attached",
         {"total": total, "created": created},
     )
     return AwaitingChildren(total)

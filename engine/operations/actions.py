@@ -82,6 +82,7 @@ from engine.store.recovery import JoinReopened
 from engine.store.restarts import start_over_next
 from engine.store.retry_checks import join_of
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
+from schemas.counts import plural
 from schemas.definitions import RESERVED_WORKFLOWS, VertexType
 from schemas.errors import InvalidRequest, WrongState
 
@@ -605,13 +606,13 @@ class OperatorActions:
         if outcome.revived:
             await self._changed()
             effects = await self._reprocess_effects(dead, outcome.reopened)
-        children = "child runs" if outcome.revived == 1 else "children run"
         return ReprocessResult(
             run_id=run_id,
             action=Action.REPROCESS.value,
             changed=outcome.revived > 0,
             message=(
-                f"{outcome.revived} dead-lettered {children} again"
+                plural(outcome.revived, "dead-lettered child runs", "dead-lettered children run")
+                + " again"
                 if outcome.revived
                 else "no dead-lettered children to run again"
             ),

@@ -20,6 +20,7 @@ from engine.store.records import (
     LogLine,
     VersionRecord,
 )
+from schemas.counts import plural
 from schemas.definitions import Workflow
 
 
@@ -127,7 +128,8 @@ class FanoutStore(StoreCore):
 
             revived = (await recovery.reprocess(conn, run_id, now, workflow_of, version_of)).revived
             if revived:
-                message = f"reprocess: {revived} dead-lettered children run again"
+                again = plural(revived, "dead-lettered child runs", "dead-lettered children run")
+                message = f"reprocess: {again} again"
                 await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
         return revived
 
