@@ -250,7 +250,10 @@ class Worker:
             group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
             slots = self._every(self._config.lease_s / 3, self._renew_slots)
             group.create_task(slots, name="slot-renewer")
-            group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
+            # The reaper's first pass is at once: a worker started after a crash takes back
+            # the leases that ran out meanwhile now, not a third of a lease later.
+            reaper = self._every(self._config.lease_s / 3, self._reap, first_s=0.0)
+            group.create_task(reaper, name="reaper")
             group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
             expiry = self._every(self._config.payload_expiry_every_s, self._expire_payloads)
             group.create_task(expiry, name="payload-retention")
@@ -561,11 +564,13 @@ class Worker:
         action: Callable[[], Awaitable[None]],
         *,
         start_to_start: bool = False,
+        first_s: float | None = None,
     ) -> None:
         """Run `action` every `period_s`, one at a time: `period_s` after the last one ended,
         or with `start_to_start` after it started (a long action, run retention's pass, is
-        followed by the next one sooner)."""
-        wait_s = period_s
+        followed by the next one sooner). The first run is `first_s` after the start (by
+        default `period_s`)."""
+        wait_s = period_s if first_s is None else first_s
         while not self._closing.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
@@ -577,6 +582,7 @@ class Worker:
                 await action()
             except Exception:
                 logger.exception("%s failed; trying again next period", action.__name__)
+            wait_s = period_s
             if start_to_start:
                 wait_s = max(period_s - (time.monotonic() - started), 0.0)
 

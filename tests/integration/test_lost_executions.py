@@ -12,6 +12,7 @@ execution (claim) that made it, so the numbers stay right whatever was lost."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -24,7 +25,7 @@ from engine.runtime import Runtime
 from engine.store.records import ClaimedStep, StepSucceeded
 from schemas.clock import FakeClock
 from tests.conftest import Backend
-from tests.integration.engine_harness import settings_for
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 from tests.integration.operations_harness import gateway
 
 LEASE_S = 30.0
@@ -140,3 +141,24 @@ async def test_a_requeue_of_a_claim_renewed_meanwhile_records_nothing(
     await _run_to_its_end(runtime, step, "w1")
     (view,) = (await ops.runs.get(run_id)).steps
     assert _entries(view.history) == [(1, 1, 200, None, "w1")]
+
+
+async def test_a_worker_started_after_a_crash_takes_expired_leases_back_at_once(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """From an on-call tour: a worker restarted after a crash took back the steps whose
+    leases had ended about 10 s after it started (its reaper's first pass came a third of a
+    lease late). Its first pass is at start now: with a 30 s lease the run is done within
+    5 s, where the first pass would have come at 10 s."""
+    runtime = await Runtime.open(settings_for(backend, lease_s=LEASE_S))
+    try:
+        run_id = await _submitted(runtime, downstream.url)
+        # A worker that claimed the step and died: its short lease has run out.
+        assert len(await runtime.store.claim(1, lease_s=0.2, worker="gone")) == 1
+        await asyncio.sleep(0.5)
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id, timeout_s=5)
+        assert run.status == "SUCCEEDED"
+        assert _entries(run.steps[0].history)[0][3] == "lease_expired"
+    finally:
+        await runtime.close()
