@@ -109,3 +109,18 @@ def test_a_100000_child_fan_out_renders_and_pages(
         # A child of the tail opens its own page.
         tail.locator(".slowest li a").first.click()
         page.locator("h1", has_text="ui-large-child").wait_for()
+
+
+def test_the_fan_out_s_counts_are_whole_on_its_node(
+    large: tuple[DemoServer, str], browser: Any
+) -> None:
+    """A tour's 20,000-child fan-out drew "✕ 378 fa…" under its SPAWNER's bar, in a graph with
+    room to spare: the node was widened for its id, type and status, not for that line."""
+    server, run_id = large
+    _, failed = Shape(CHILDREN).counts()
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        note = page.locator("svg.dag .node-fanout-failed")
+        note.wait_for()
+        assert note.text_content() == f"✕ {failed:,} failed"
+        done = page.locator("svg.dag .node-fanout").text_content()
+        assert done == f"{CHILDREN - 300:,}/{CHILDREN:,}"

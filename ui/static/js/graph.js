@@ -93,6 +93,7 @@ function widened(view, steps, problems, room) {
         textWidth(node.id, FONT.id),
         textWidth(typeLine(node), FONT.small) + (mark ? textWidth(mark, FONT.strong) + GAP : 0),
         step ? textWidth(statusLine(step), FONT.status) : 0,
+        step && step.children ? fanoutLineWidth(step.children) : 0,
       );
     }),
   ) + 2 * PAD + 1;
@@ -101,6 +102,24 @@ function widened(view, steps, problems, room) {
   const width = view.width + widest * (wide - w);
   const spread = Number.isFinite(pitch) ? (pitch + wide - w) / pitch : 1;
   return { w: wide, width, x: new Map(view.nodes.map((n) => [n.id, width / 2 + (n.x - view.width / 2) * spread])) };
+}
+
+/** The texts under a fan-out's bar: its children ended of all ("18,816/20,000") and what
+ * did not succeed ("✕ 378 failed", else "⊘ 12 cancelled"), as [done, note, kind]. */
+function fanoutTexts(c) {
+  const done = `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`;
+  const [note, kind] = c.failed ? [`✕ ${count(c.failed)} failed`, "failed"] : c.cancelled ? [`⊘ ${count(c.cancelled)} cancelled`, "cancelled"] : [];
+  return [done, note, kind];
+}
+
+/** How wide a fan-out's line under its bar can get over the run's life: every child ended and
+ * all of them failed or cancelled, so the node is drawn as wide at the first child as at the
+ * last (its width does not jump as the counts grow) and the note is never cut to "✕ 378 fa…"
+ * where the drawing has room. */
+function fanoutLineWidth(c) {
+  const [done] = fanoutTexts({ succeeded: c.total, failed: 0, cancelled: 0, total: c.total });
+  const notes = [fanoutTexts({ ...c, failed: c.total })[1], fanoutTexts({ ...c, failed: 0, cancelled: c.total })[1]];
+  return textWidth(done, FONT.small) + GAP + Math.max(...notes.map((note) => textWidth(note, FONT.strong)));
 }
 
 /** An edge between layers: from the bottom of `a` (at `y1`) to the top of `b` (at `y2`). */
@@ -305,12 +324,11 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     if (step && step.children) {
       const c = step.children;
       const below = y + hgt + STATUS_EXTRA; // the fan-out's bar and counts, under the status
-      const done = `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`;
-      group.append(fanoutBar(x + PAD, below - 6, room, c, running.get(node.id) || 0));
-      group.append(s("text", { x: x + PAD, y: below + 14, class: "node-fanout" }, done));
       // What did not succeed, beside the count: failed children first, else cancelled ones
       // (a cancelled fan-out's bar is mostly green, and "400/400" alone reads as done).
-      const [note, kind] = c.failed ? [`✕ ${count(c.failed)} failed`, "failed"] : c.cancelled ? [`⊘ ${count(c.cancelled)} cancelled`, "cancelled"] : [];
+      const [done, note, kind] = fanoutTexts(c);
+      group.append(fanoutBar(x + PAD, below - 6, room, c, running.get(node.id) || 0));
+      group.append(s("text", { x: x + PAD, y: below + 14, class: "node-fanout" }, done));
       if (note) {
         const noteRoom = room - textWidth(done, FONT.small) - GAP;
         group.append(fitted({ x: x + w - PAD, y: below + 14, class: `node-fanout-${kind}`, "text-anchor": "end" }, note, noteRoom, FONT.strong));
