@@ -16,7 +16,10 @@ import redis
 from bench.large_fanout import Shape, build_large_fanout
 from tests.conftest import REDIS_TEST_URL, _create_pg_database, _drop_pg_database, require_service
 from tests.e2e.browser_harness import (
+    FIT_JS,
+    NARROW,
     DemoServer,
+    assert_fits_a_phone,
     chromium,
     opened,
     serve_demo,
@@ -124,3 +127,15 @@ def test_the_fan_out_s_counts_are_whole_on_its_node(
         assert note.text_content() == f"✕ {failed:,} failed"
         done = page.locator("svg.dag .node-fanout").text_content()
         assert done == f"{CHILDREN - 300:,}/{CHILDREN:,}"
+
+
+def test_a_spawner_s_steps_row_fits_a_phone(large: tuple[DemoServer, str], browser: Any) -> None:
+    """On a phone the steps list cut a tour's "waiting for its children (18,827 of 20,000
+    ended)" at the screen's edge, and its table scrolled sideways: the cell kept the
+    table's no-wrap rule in the row-blocks layout."""
+    server, run_id = large
+    with opened(browser, f"{server.ui}#/runs/{run_id}", viewport=NARROW) as (page, _):
+        status = page.locator("table.steps td[data-label=Status]", has_text="of 100,000 ended")
+        status.wait_for()
+        assert_fits_a_phone(page.evaluate(FIT_JS, ["table.steps", "td"]))
+        shoot(page, "run-100000-steps-phone", narrow=False, widths=(NARROW["width"],))
