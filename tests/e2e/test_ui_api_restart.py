@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser_harness import chromium, opened, server_env, shoot
+from tests.e2e.browser_harness import (
+    chromium,
+    failed_long_vertex_run,
+    opened,
+    serve_demo,
+    server_env,
+    shoot,
+)
 from tests.e2e.rest_harness import Service, upgraded
 
 pytestmark = pytest.mark.slow
@@ -53,3 +60,29 @@ def test_the_runs_page_says_the_api_is_down_and_loads_once_it_is_back(tmp_path: 
             assert down.count() == 0
     finally:
         assert api.stop() == 0, api.stderr()
+
+
+def test_an_action_sent_as_the_api_stops_is_not_said_refused(tmp_path: Path) -> None:
+    """A tour stopped the server with a run's Retry dialog open and pressed Retry: the page
+    said "✕ Retry refused: the API … is not answering", as if the API had said no. Nothing
+    answered, and the retry may have been done before the connection went: the answer says
+    there was no answer and that whether it was done is not known yet."""
+    server = serve_demo(tmp_path, server_env(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"))
+    try:
+        run_id = failed_long_vertex_run(server, "ui-outage-retry", "acme")
+        with chromium() as browser, opened(browser, f"{server.ui}#/runs/{run_id}") as (page, found):
+            found.allowed_errors.append("ERR_CONNECTION_REFUSED")
+            page.get_by_role("button", name="Retry", exact=True).click()
+            dialog = page.locator("dialog[open]")
+            dialog.get_by_text("run again").wait_for()
+            assert server.service.stop() == 0, server.service.stderr()
+            dialog.get_by_role("button", name="Retry").click()
+            said = page.locator(".error-box[role=alert]", has_text="Retry")
+            said.wait_for()
+            text = said.inner_text()
+            assert text.startswith(f"✕ Retry: no answer — the API at {server.url} is not"), text
+            assert "Whether it was done is not known until the API answers again" in text, text
+            assert "refused" not in text, text
+            shoot(page, "action-without-answer")
+    finally:
+        server.service.kill()

@@ -24,6 +24,18 @@ export class ApiUnreachable extends Error {
   }
 }
 
+/** What an operator reads when an action they sent (`name`: "Retry", "Reset", …) failed, after
+ * "✕ ": a refusal is the API's words and code; no answer at all (the API stopped mid-action)
+ * is not a refusal, and the action may have been done before the connection went: said so,
+ * with where to look (a tour read "Retry refused: the API … is not answering" as nothing
+ * done). */
+export function failedAction(name, error) {
+  if (error instanceof ApiUnreachable) {
+    return `${name}: no answer — ${error.message}. Whether it was done is not known until the API answers again: look again then.`;
+  }
+  return `${name} refused: ${error.message}${error.code ? ` (${error.code})` : ""}`;
+}
+
 /** `send()`, with a request that got no answer thrown as `ApiUnreachable` (a request aborted
  * on purpose stays an AbortError). */
 async function answered(send) {

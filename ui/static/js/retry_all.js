@@ -7,7 +7,7 @@
 // once (their children still FAILED: `stuck`, reprocess them instead), then the breakers the
 // retried steps would meet; the answer's retried and skipped follow.
 
-import { api } from "./api.js";
+import { api, ApiUnreachable, failedAction } from "./api.js";
 import { confirmAction } from "./dialog.js";
 import { announce, fill, h } from "./dom.js";
 import { count, plural, shortId } from "./format.js";
@@ -135,7 +135,7 @@ function reprocessStuck(stuck, done) {
       await done();
     } catch (error) {
       button.disabled = false;
-      fill(said, h("p", { class: "error-box", role: "alert" }, `Reprocess refused: ${error.message}`));
+      fill(said, h("p", { class: "error-box", role: "alert" }, failedAction("Reprocess", error)));
     }
   });
   return h("div", { class: "reprocess-stuck-block" }, button, said);
@@ -284,9 +284,12 @@ export function retryAllButton(filterOf, result, done) {
       const said = withWarnings(text, warnings) + (stuck ? ` ${stuck.textContent}` : "");
       announce(said, warnings.length || stuck ? "warning" : "ok");
     } catch (error) {
-      fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));
+      fill(result, h("p", { class: "error-box", role: "alert" }, failedAction("Batch retry", error)));
     }
-    await done();
+    // Not answered (the API stopped mid-batch): the list stays as it was, its poller saying so.
+    await done().catch((error) => {
+      if (!(error instanceof ApiUnreachable)) throw error;
+    });
   });
   return button;
 }

@@ -3,7 +3,7 @@
 // ratio, the exposure with a link to the candidate's runs, the figures behind a rollback, the
 // timeline of stage changes, and the Abort and Rollback buttons, each confirmed first.
 
-import { api, query } from "../api.js";
+import { api, failedAction, query } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
 import { badge, breakable, count, duration, exactZoned, plural, ratio, shortId, time } from "../format.js";
@@ -373,7 +373,7 @@ async function stop(where, d, action, done) {
     // The page is drawn anew with Abort and Roll back disabled: the answer takes the focus.
     focusIfLost(line);
   } catch (error) {
-    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${abort ? "Abort" : "Rollback"} refused: ${error.message}${error.code ? ` (${error.code})` : ""}`);
+    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${failedAction(abort ? "Abort" : "Rollback", error)}`);
     fill(where, line);
     announce(line.textContent, "error");
   }

@@ -4,7 +4,7 @@
 // breaker warning or wait gives) opens the page at D, marked, with the Reset of T's breaker
 // (without T: the global one's) in focus.
 
-import { api } from "../api.js";
+import { api, failedAction } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { count, plural, time } from "../format.js";
@@ -57,7 +57,7 @@ function resetButton(destination, tenant, refresh, result) {
       // user would be left on <body>. The answer takes the focus instead.
       if (document.activeElement === document.body || !document.activeElement) said.focus();
     } catch (error) {
-      fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Reset refused: ${error.message} (${error.code})`));
+      fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${failedAction("Reset", error)}`));
     }
   };
   const label = tenant === null ? `Reset all breakers of ${destination}` : `Reset the breaker of tenant ${tenant} on ${destination}`;

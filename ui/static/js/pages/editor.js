@@ -4,7 +4,7 @@
 // when it does not, how to make it serve (the API's hint). Publishing is an admin's: a tenant
 // key checks documents here, and Publish says, disabled, that it needs an admin key.
 
-import { api, KEY_CHANGED } from "../api.js";
+import { api, failedAction, KEY_CHANGED } from "../api.js";
 import { demoDownstream } from "../demo.js";
 import { confirmAction, otherKeyButton } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
@@ -278,7 +278,7 @@ export async function editorPage(main, params) {
     } catch (error) {
       // A tenant key may validate but not publish (403). Another key is taken here without
       // drawing the page again, which would lose the document being edited.
-      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`, error.status === 403 ? [" ", otherKeyButton(() => fill(published, h("p", { class: "ok-box", role: "status" }, "Key changed: publish again.")))] : null));
+      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ ${failedAction("Publish", error)}`, error.status === 403 ? [" ", otherKeyButton(() => fill(published, h("p", { class: "ok-box", role: "status" }, "Key changed: publish again.")))] : null));
     }
   }
 

@@ -6,7 +6,7 @@
 // API says the retried runs meet (an open breaker, joins that fail again at once); first, it
 // says which selected runs' tenants are over their run quota, with the fix.
 
-import { api, ApiError, query } from "../api.js";
+import { api, ApiError, failedAction, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { demoHint } from "../demo.js";
 import { confirmAction } from "../dialog.js";
@@ -320,7 +320,7 @@ export async function runsPage(main, params) {
       // "Retry selected" is disabled now that nothing is selected: the answer takes the focus.
       focusIfLost(result.firstElementChild);
     } catch (error) {
-      fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));
+      fill(result, h("p", { class: "error-box", role: "alert" }, failedAction("Batch retry", error)));
     }
   }
 
