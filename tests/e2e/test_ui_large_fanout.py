@@ -139,3 +139,50 @@ def test_a_spawner_s_steps_row_fits_a_phone(large: tuple[DemoServer, str], brows
         status.wait_for()
         assert_fits_a_phone(page.evaluate(FIT_JS, ["table.steps", "td"]))
         shoot(page, "run-100000-steps-phone", narrow=False, widths=(NARROW["width"],))
+
+
+def test_previous_after_a_reload_goes_back_one_page(
+    large: tuple[DemoServer, str], browser: Any
+) -> None:
+    """A tour paged the runs list to page 5 and reloaded it: "← Previous" then opened page 1,
+    the cursors paged through having been kept in the page's memory only. They are kept for
+    the tab now, in the runs list and in a run's children; a page opened from a link, whose
+    earlier pages the tab never read, offers "First page" instead of a "Previous" that
+    skipped to page 1."""
+    server, run_id = large
+    rows = "table.runs tbody tr[data-run]"
+    with opened(browser, f"{server.ui}#/runs?children=1") as (page, _):
+        page.locator(rows).first.wait_for()
+        firsts = [page.locator(rows).first.get_attribute("data-run")]
+        moved = "([rows, was]) => (document.querySelector(rows)?.dataset.run ?? was) !== was"
+        for _ in range(2):
+            page.get_by_role("button", name="Next →").click()
+            page.wait_for_function(moved, arg=[rows, firsts[-1]])
+            firsts.append(page.locator(rows).first.get_attribute("data-run"))
+        linked = page.url
+        page.reload()
+        page.locator(f"{rows}[data-run='{firsts[2]}']").wait_for()
+        page.get_by_role("button", name="← Previous").click()
+        page.locator(f"{rows}[data-run='{firsts[1]}']").wait_for()
+        assert page.locator(rows).first.get_attribute("data-run") == firsts[1]
+
+        page.goto(f"{server.ui}#/runs/{run_id}")
+        page.locator(".page-range", has_text="items 0 … 49").wait_for()
+        for shown in ("items 50 … 99", "items 100 … 149"):
+            page.get_by_role("button", name="Next →").last.click()
+            page.locator(".page-range", has_text=shown).wait_for()
+        page.reload()
+        page.locator(".page-range", has_text="items 100 … 149").wait_for()
+        page.get_by_role("button", name="← Previous").last.click()
+        page.locator(".page-range", has_text="items 50 … 99").wait_for()
+        children = page.url
+
+    for url, first in ((linked, "table.runs tbody tr[data-run]"), (children, ".page-range")):
+        with opened(browser, url) as (page, _):
+            page.locator(first).first.wait_for()
+            back = page.get_by_role("button", name="⇤ First page").last
+            back.click()
+            page.wait_for_url(lambda now: "cursor=" not in now)
+    with opened(browser, children) as (page, _):
+        page.locator(".page-range", has_text="items 50 … 99").wait_for()
+        assert page.get_by_role("button", name="← Previous").count() == 0

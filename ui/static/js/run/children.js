@@ -7,6 +7,7 @@ import { api, ApiError, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { fill, h } from "../dom.js";
 import { badge, errorSummary, liveDuration, shortId, time } from "../format.js";
+import { keepTrail, readTrail } from "../pager.js";
 
 const PAGE = 50;
 // The statuses REST filters on; a waiting child is RUNNING, so "running" lists the fan-out
@@ -19,19 +20,20 @@ const FILTERS = [
   ["CANCELLED", "cancelled"],
 ];
 
-// The cursors of the pages paged through, per run and filter, page 1's (null) first: the
-// page is drawn anew from its URL on Back, and "← Previous" still knows the page before.
-const trails = new Map();
+// The cursors of the pages paged through, per run and filter, page 1's (null) first, kept
+// for the tab (`pager.js`): the page is drawn anew from its URL on Back or a reload, and
+// "← Previous" still knows the page before.
 
 export class ChildrenList {
   constructor(runId, status = "", cursor = null) {
     this.runId = runId;
     this.status = FILTERS.some(([value]) => value === status) ? status : "";
     this.cursor = cursor || null;
-    const trail = trails.get(this.trailKey) || [];
+    const trail = readTrail(this.trailKey);
     const at = trail.indexOf(this.cursor);
-    // A cursor from a shared link (no trail): "← Previous" goes back to page 1.
-    this.previous = at >= 0 ? trail.slice(0, at) : this.cursor === null ? [] : [null];
+    // A cursor from a shared link (no trail): the pages before it are not known, and the
+    // button back goes to page 1, saying so ("First page").
+    this.previous = at >= 0 ? trail.slice(0, at) : [];
     this.readAt = null;
     // The rows are read on their own, less often than the fan-out's bar moves: say when.
     this.readLabel = h("span", { class: "muted read-at" });
@@ -72,13 +74,13 @@ export class ChildrenList {
   }
 
   get trailKey() {
-    return `${this.runId} ${this.status}`;
+    return `children ${this.runId} ${this.status}`;
   }
 
   /** Put the filter and the cursor in the URL (a history entry, so Back returns here) without
    * drawing the run page anew: this list loads the page itself. */
   remember() {
-    trails.set(this.trailKey, [...this.previous, this.cursor]);
+    keepTrail(this.trailKey, [...this.previous, this.cursor]);
     const params = Object.fromEntries(currentRoute().params);
     setParams({ ...params, children: this.status, cursor: this.cursor }, { render: false });
   }
@@ -112,6 +114,11 @@ export class ChildrenList {
     return this.cursor === null;
   }
 
+  /** Whether the page before this one is known (paged to in this tab), or only page 1. */
+  get knowsPrevious() {
+    return this.onFirstPage || this.previous.length > 0;
+  }
+
   draw() {
     const rows = this.page.items.map((run) =>
       h(
@@ -133,7 +140,11 @@ export class ChildrenList {
     const last = this.page.items[this.page.items.length - 1];
     fill(
       this.pager,
-      h("button", { type: "button", class: "secondary", disabled: this.onFirstPage, onclick: () => this.back() }, "← Previous"),
+      h(
+        "button",
+        { type: "button", class: "secondary", disabled: this.onFirstPage, title: this.knowsPrevious ? null : "This tab did not page here: back to the first page", onclick: () => this.back() },
+        this.knowsPrevious ? "← Previous" : "⇤ First page",
+      ),
       h("span", { class: "muted page-range" }, first ? `items ${first.itemIndex} … ${last.itemIndex}` : ""),
       h("button", { type: "button", class: "secondary", disabled: !this.page.next, onclick: () => this.forward() }, "Next →"),
     );
