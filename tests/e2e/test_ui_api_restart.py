@@ -86,3 +86,22 @@ def test_an_action_sent_as_the_api_stops_is_not_said_refused(tmp_path: Path) -> 
             shoot(page, "action-without-answer")
     finally:
         server.service.kill()
+
+
+def test_an_ended_run_s_header_says_when_the_api_stops_answering(tmp_path: Path) -> None:
+    """A tour stopped the server under an ended run's page: its header went on saying "run
+    ended · up to date" although its looks at the run (every 10 s) got no answer. The next
+    look that gets none says so."""
+    server = serve_demo(tmp_path, server_env(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"))
+    try:
+        run_id = failed_long_vertex_run(server, "ui-outage-header", "acme")
+        with chromium() as browser, opened(browser, f"{server.ui}#/runs/{run_id}") as (page, found):
+            found.allowed_errors.append("ERR_CONNECTION_REFUSED")
+            live = page.locator(".live")
+            live.get_by_text("run ended · up to date").wait_for()
+            assert server.service.stop() == 0, server.service.stderr()
+            live.get_by_text("the API is not answering").wait_for(timeout=15_000)
+            assert "up to date" not in live.inner_text()
+            shoot(page, "ended-run-api-down")
+    finally:
+        server.service.kill()

@@ -8,7 +8,7 @@
 // events; every section that counts children draws from the same progress snapshot, and the
 // ones read on their own (the long tail, a page of children) say when they were read.
 
-import { api, stream } from "../api.js";
+import { api, ApiUnreachable, stream } from "../api.js";
 import { fill, h, scrollable } from "../dom.js";
 import { badge, count, duration, errorSummary, liveDuration, plural, shortId, tickTimes, time } from "../format.js";
 import { drawGraph } from "../graph.js";
@@ -489,24 +489,28 @@ export async function runPage(main, params, given) {
   // An ended run changes only by an operator's hand: read it every ENDED_CHECK_MS (not while
   // the tab is hidden) and redraw when it differs; `reload` follows it again if it runs.
   let endedTimer = null;
-  function watchEnded() {
+  // `unanswered`: the last look got no answer, which the header says (until a look is
+  // answered) instead of "up to date": a tour read that beside a server it had stopped.
+  function watchEnded(unanswered = false) {
     stopped = true;
     ticker.stop();
-    poller.show("ended");
+    poller.show(unanswered ? "run ended · the API is not answering: shown as last read" : "ended");
     clearTimeout(endedTimer);
     endedTimer = setTimeout(async () => {
       if (controller.signal.aborted || !isEnded()) return;
       // "Ended just now" goes on reading right at each look, without a clock of its own.
       ticker.tick();
+      let unanswered = false;
       if (!document.hidden) {
         try {
           const fresh = await api(`/runs/${encodeURIComponent(runId)}`);
           if (JSON.stringify(fresh) !== JSON.stringify(detail)) await reload();
-        } catch {
-          // Not reachable now: look again at the next turn.
+        } catch (error) {
+          // Not reachable now: said, and looked at again at the next turn.
+          unanswered = error instanceof ApiUnreachable;
         }
       }
-      if (isEnded() && !controller.signal.aborted) watchEnded();
+      if (isEnded() && !controller.signal.aborted) watchEnded(unanswered);
     }, ENDED_CHECK_MS);
   }
   const slowReload = throttle(() => reload().catch(() => {}), 1000);
