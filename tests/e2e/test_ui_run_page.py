@@ -1001,6 +1001,29 @@ def test_the_log_says_in_which_zone_its_times_are(server: DemoServer, browser: A
         assert line.get_attribute("title").endswith(f"{line.inner_text()} {zone}")
 
 
+def test_the_timeline_says_in_which_zone_it_starts(server: DemoServer, browser: Any) -> None:
+    """The timeline under a run's steps began at a bare "21:52:13.504" (and its bars' titles
+    gave bare times too) beside a log whose heading names its zone: it names the zone."""
+    run_id = ticket(server, "zoned-timeline", wait=True)
+    created = server.call(f"/runs/{run_id}")["createdAt"]
+    paris = {"timezone_id": "Europe/Paris", "locale": "en-US"}
+    with opened(browser, f"{server.ui}#/runs/{run_id}", **paris) as (page, _):
+        # One drawing per width, the others hidden: the first is read whichever shows.
+        start = page.locator("svg.timeline .tl-axis").first
+        start.wait_for(state="attached")
+        zone = page.evaluate(
+            "(at) => new Intl.DateTimeFormat(undefined, {timeZoneName: 'short'})"
+            ".formatToParts(new Date(at * 1000)).find((p) => p.type === "
+            "'timeZoneName').value",
+            created,
+        )
+        assert zone.startswith("GMT+")
+        text = start.text_content() or ""
+        assert re.fullmatch(rf"\d\d:\d\d:\d\d\.\d{{3}} {re.escape(zone)}", text), text
+        titles = page.locator("svg.timeline title").all_text_contents()
+        assert titles and all(f" {zone}" in title for title in titles if " → " in title), titles
+
+
 def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its_tail(
     server: DemoServer, browser: Any
 ) -> None:

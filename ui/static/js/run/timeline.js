@@ -8,7 +8,7 @@
 // the screen, at a readable size, without scrolling sideways.
 
 import { h, s } from "../dom.js";
-import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
+import { duration, exact, exactZoned, plural, statusIcon, statusWord, zoneName } from "../format.js";
 import { RESOLVED_WORDS, shownStatus } from "../waits.js";
 
 /** Where a drawing puts things: its width, where the bars start, a row's height, a label's
@@ -60,8 +60,8 @@ function draw(detail, steps, nowS, at) {
         "title",
         {},
         resolved
-          ? `${step.vertexId}: ${RESOLVED_WORDS} at ${exact(step.endedAt)}`
-          : `${step.vertexId}: ${statusWord(display)}, ${duration(stepEnd - step.startedAt)} (${exact(step.startedAt)} → ${step.endedAt ? exact(step.endedAt) : "now"})`,
+          ? `${step.vertexId}: ${RESOLVED_WORDS} at ${exactZoned(step.endedAt)}`
+          : `${step.vertexId}: ${statusWord(display)}, ${duration(stepEnd - step.startedAt)} (${exactZoned(step.startedAt)} → ${step.endedAt ? exactZoned(step.endedAt) : "now"})`,
       ),
     );
     svg.append(bar);
@@ -77,7 +77,7 @@ function draw(detail, steps, nowS, at) {
         class: attempt.lost || attempt.error || (attempt.httpStatus && attempt.httpStatus >= 400) || attempt.refused ? "tl-attempt bad" : "tl-attempt",
       });
       const what = attempt.lost ? `lost (${attempt.lost.replace("_", " ")}), no status read` : attempt.refused ? `refused (${attempt.refused})` : attempt.httpStatus ? `HTTP ${attempt.httpStatus}` : attempt.error || "";
-      mark.append(s("title", {}, `execution ${attempt.execution}, attempt ${attempt.attempt}: ${what} ${took ? `in ${duration(took)}` : ""} at ${exact(attempt.at)}`));
+      mark.append(s("title", {}, `execution ${attempt.execution}, attempt ${attempt.attempt}: ${what} ${took ? `in ${duration(took)}` : ""} at ${exactZoned(attempt.at)}`));
       svg.append(mark);
     }
     if (step.notBefore && step.notBefore > nowS && ["READY", "PARKED"].includes(step.status)) {
@@ -86,7 +86,9 @@ function draw(detail, steps, nowS, at) {
     }
   });
   const axis = steps.length * at.row + 16;
-  svg.append(s("text", { x: at.left, y: axis, class: "tl-axis" }, exact(start).slice(11)));
+  // The clock time the timeline starts at, with its zone, as the log's heading names it: a
+  // bare "21:52:13.504" read as UTC or as local.
+  svg.append(s("text", { x: at.left, y: axis, class: "tl-axis tl-start" }, `${exact(start).slice(11)} ${zoneName(start)}`.trim()));
   svg.append(s("text", { x: at.width - 10, y: axis, class: "tl-axis", "text-anchor": "end" }, `+${duration(span)}`));
   return svg;
 }
