@@ -386,6 +386,23 @@ def test_the_start_form_fills_in_the_required_fields_of_the_input(
     assert "it needs customerId (string), count (integer), options (object)" in said, said
 
 
+def test_the_start_form_says_what_a_workflow_without_a_schema_takes(
+    server: DemoServer, browser: Any
+) -> None:
+    """A tour's workflow without an inputSchema showed an empty line under "Start a run" (a
+    gap, and nothing about what input it takes): it says that any JSON input is taken."""
+    document = {
+        "name": "forms-no-schema",
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
+    }
+    assert server.call("/workflows", document)["version"] == 1
+    with opened(browser, f"{server.ui}#/workflows/forms-no-schema") as (page, _):
+        page.locator("#run-input").wait_for()
+        said = page.locator(".start-form p.muted").inner_text()
+        assert page.locator("#run-input").input_value() == "{}"
+    assert said == "The workflow has no inputSchema: any JSON input is taken, as its steps read it."
+
+
 def test_a_problem_with_the_whole_input_is_said_as_the_clis_are(
     server: DemoServer, browser: Any
 ) -> None:

@@ -51,8 +51,10 @@ function startForm(name, version, document) {
   const tenant = h("input", { id: "run-tenant", name: "tenant", value: "", placeholder: "the key's tenant (default for an admin key)" });
   const state = h("p", { role: "status" });
   const needs = requiredFields(document.inputSchema);
+  // Said even without a schema: an empty line left a gap under the heading, and nothing told
+  // the operator that any input is taken.
   const example = !document.inputSchema
-    ? ""
+    ? "The workflow has no inputSchema: any JSON input is taken, as its steps read it."
     : needs
       ? `The input must match the workflow's inputSchema; it needs ${needs} (filled in below with blank values to replace).`
       : "The input must match the workflow's inputSchema.";
