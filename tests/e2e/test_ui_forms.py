@@ -16,11 +16,13 @@ import pytest
 
 from api.cli.text import parse_duration
 from tests.e2e.browser_harness import (
+    LONG_VERTEX,
     NARROW,
     SCREENSHOTS,
     WIDE,
     DemoServer,
     demo_on_sqlite,
+    failed_long_vertex_run,
     opened,
     shoot,
 )
@@ -401,6 +403,34 @@ def test_the_start_form_says_what_a_workflow_without_a_schema_takes(
         said = page.locator(".start-form p.muted").inner_text()
         assert page.locator("#run-input").input_value() == "{}"
     assert said == "The workflow has no inputSchema: any JSON input is taken, as its steps read it."
+
+
+def test_an_unpaired_surrogate_is_refused_where_it_is_typed(
+    server: DemoServer, browser: Any
+) -> None:
+    """A tour resolved a step with {"note": "\\ud800"}: the dialog said "✓ valid JSON", sent
+    it, and closed on the API's refusal (422 not_utf8), the text typed lost. The dialog
+    says it at its line and column, as the API would refuse it, and keeps Resolve disabled;
+    the start form says it before sending too."""
+    run_id = failed_long_vertex_run(server, "forms-surrogate", "acme")
+    typed = '{"status": 200, "body": {"note": "\\ud800"}}'
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name=f"Resolve {LONG_VERTEX}…").click()
+        dialog = page.locator("dialog[open]")
+        dialog.locator("textarea").fill(typed)
+        said = dialog.locator(".json-state").inner_text()
+        assert said.startswith("✕ line 1, column 34: this string holds an unpaired UTF-16"), said
+        assert dialog.get_by_role("button", name="Resolve").is_disabled()
+        dialog.get_by_role("button", name="Cancel").click()
+        page.goto(f"{server.ui}#/workflows/forms-surrogate")
+        page.locator("#run-input").fill('{"note": "\\udc00 alone"}')
+        page.get_by_role("button", name="Start a run of v1").click()
+        state = page.locator(".start-form [role=status]")
+        state.get_by_text("unpaired UTF-16 surrogate").wait_for()
+        assert state.inner_text().startswith("✕ the input: line 1, column 10: this string"), (
+            state.inner_text()
+        )
+        assert "#/workflows/forms-surrogate" in page.url
 
 
 def test_a_problem_with_the_whole_input_is_said_as_the_clis_are(

@@ -3,7 +3,7 @@
 
 import { useKey } from "./api.js";
 import { h } from "./dom.js";
-import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "./jsontext.js";
+import { DuplicateKeyError, JsonSyntaxError, parseWithPositions, UnpairedSurrogateError } from "./jsontext.js";
 
 function modal(title, body, buttons, { onClose } = {}) {
   const dialog = h(
@@ -127,7 +127,7 @@ export function editJson({ title, help, initial = "null", confirm = "Send", note
         ok.disabled = false;
       } catch (error) {
         parsed = null;
-        state.textContent = error instanceof DuplicateKeyError ? `✕ ${error.message}` : `✕ not JSON: ${error instanceof JsonSyntaxError ? error.message : String(error)}`;
+        state.textContent = error instanceof DuplicateKeyError || error instanceof UnpairedSurrogateError ? `✕ ${error.message}` : `✕ not JSON: ${error instanceof JsonSyntaxError ? error.message : String(error)}`;
         state.className = "json-state bad";
         ok.disabled = true;
       }

@@ -36,6 +36,18 @@ export class DuplicateKeyError extends JsonSyntaxError {
   }
 }
 
+/** A string or key holding an unpaired UTF-16 surrogate (`"\\ud800"`): JSON's escapes allow
+ * it, but it is no Unicode text, and the API refuses it (422 `not_utf8`). Said here, where it
+ * is written: a Resolve dialog showed "✓ valid JSON", then closed on the API's refusal, the
+ * text typed lost. */
+export class UnpairedSurrogateError extends JsonSyntaxError {
+  constructor(offset, text) {
+    super("this string holds an unpaired UTF-16 surrogate (such as \\ud800), which is not valid Unicode; remove it or write the whole character", offset, text);
+  }
+}
+
+const UNPAIRED = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 function escapePointer(token) {
   return String(token).replaceAll("~", "~0").replaceAll("/", "~1");
 }
@@ -69,12 +81,15 @@ export function parseWithPositions(text) {
     }
     if (i >= text.length) fail("a string is not closed");
     i++;
+    let parsed;
     try {
-      return JSON.parse(text.slice(start, i));
+      parsed = JSON.parse(text.slice(start, i));
     } catch {
       i = start;
       return fail("invalid escape in a string");
     }
+    if (UNPAIRED.test(parsed)) throw new UnpairedSurrogateError(start, text);
+    return parsed;
   };
   const number = () => {
     const match = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));

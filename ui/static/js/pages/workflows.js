@@ -10,7 +10,7 @@ import { fill, h, scrollable } from "../dom.js";
 import { breakable, exactZoned, pointerText, time } from "../format.js";
 import { requiredFields, skeleton } from "../input_skeleton.js";
 import { drawGraph } from "../graph.js";
-import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
+import { DuplicateKeyError, JsonSyntaxError, parseWithPositions, UnpairedSurrogateError } from "../jsontext.js";
 import { opensAdminPages, whoIsIt } from "../who.js";
 
 export async function workflowsPage(main) {
@@ -68,7 +68,7 @@ function startForm(name, version, document) {
         try {
           value = parseWithPositions(input.value).value;
         } catch (error) {
-          state.textContent = error instanceof DuplicateKeyError ? `✕ the input: ${error.message}` : `✕ the input is not JSON: ${error instanceof JsonSyntaxError ? error.message : error}`;
+          state.textContent = error instanceof DuplicateKeyError || error instanceof UnpairedSurrogateError ? `✕ the input: ${error.message}` : `✕ the input is not JSON: ${error instanceof JsonSyntaxError ? error.message : error}`;
           state.className = "error-box";
           return;
         }
