@@ -26,6 +26,11 @@ from engine.settings import Settings
 from engine.validation import deep_pointer, nesting_exceeds
 
 _JSON_TYPES = (b"application/json", b"text/json")
+INCOMPLETE_BODY = (
+    "the request's body ended before it was whole (the connection closed, or the body "
+    "stopped arriving): nothing was done; send the request again"
+)
+"""Recorded in the access log only: the connection is gone when it is said."""
 
 
 def _is_json(scope: Scope) -> bool:
@@ -94,7 +99,12 @@ class BodyDepthLimit:
         while more:  # bounded: BodyLimit, outside, stops a body past MAX_BODY_BYTES
             message = await receive()
             if message["type"] != "http.request":
-                break  # the client went away; the route will see the disconnect
+                # The client went away, or the server answered 408 for a body that stopped
+                # arriving (`bounded_head`): what came is not the request. Handed on as if
+                # whole, a body missing only its trailing whitespace ran the route after
+                # that 408, and a client retrying the 408 made the change twice.
+                await send_error(send, 408, "request_timeout", INCOMPLETE_BODY)
+                return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
