@@ -16,9 +16,9 @@ so that count is only trusted past the bound plus one read (`READ_BYTES`).
 
 A body is bounded in time too: a client that sent its head and then one byte of a 10 MB body
 every few seconds held a connection and the app's request task for as long as it liked. No
-byte for `BODY_IDLE_S` (not counting the time uvicorn stops reading because the app has not
-taken what came), or the whole body not arrived within `BODY_TIMEOUT_S` of the head's end, is
-a 408; if the app has begun its answer by then, the connection is only closed.
+byte for `BODY_IDLE_S`, or the whole body not arrived within `BODY_TIMEOUT_S` of the head's
+end, is a 408; if the app has begun its answer by then, the connection is only closed. Neither
+counts the time the server holds the body back (`_held_back`).
 
 uvicorn answers a request the parser cannot read (not HTTP/1.1) with a plain-text 400; here it
 is the same JSON error as every other (`invalid_http`).
@@ -30,7 +30,7 @@ import asyncio
 import json
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 MAX_HEAD_BYTES = 64 * 1024
 """The longest request head served: nginx's default allows 4 buffers of 8 KiB for headers;
@@ -69,6 +69,7 @@ class BoundedHead(HttpToolsProtocol):
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_began = 0.0
         self._body_seen = 0.0
+        self._body_checked = 0.0
 
     def data_received(self, data: bytes) -> None:
         if self._reading_head:
@@ -100,7 +101,7 @@ class BoundedHead(HttpToolsProtocol):
         super().on_headers_complete()
         # Armed for every request; a request without a body completes in the same read and
         # cancels it at once (`on_message_complete`).
-        self._body_began = self._body_seen = self.loop.time()
+        self._body_began = self._body_seen = self._body_checked = self.loop.time()
         self._cancel_body_timer()
         self._body_timer = self.loop.call_later(BODY_IDLE_S, self._body_check)
 
@@ -148,10 +149,14 @@ class BoundedHead(HttpToolsProtocol):
         if cycle is None or not cycle.more_body or self.transport.is_closing():
             return
         now = self.loop.time()
-        if self.flow.read_paused or cycle.waiting_for_100_continue:
-            # The app has not taken what came, or not yet asked for the body a client that
-            # sent `Expect: 100-continue` holds back: the wait is the server's, not the client's.
+        if self._held_back(cycle):
+            # The wait is the server's, not the client's: for neither bound. The whole time
+            # since the last check is counted as held back (in the client's favour): a
+            # request queued behind a pipelined one that took longer than the whole bound
+            # was refused 408, that 408 written as the answer to the request before it.
+            self._body_began += now - self._body_checked
             self._body_seen = now
+        self._body_checked = now
         late = now - self._body_began >= BODY_TIMEOUT_S
         idle = now - self._body_seen
         if not late and idle < BODY_IDLE_S:
@@ -167,6 +172,14 @@ class BoundedHead(HttpToolsProtocol):
             else f"the request's body stopped arriving: no byte for {BODY_IDLE_S:g} s"
         )
         self._refuse(408, "request_timeout", message)
+
+    def _held_back(self, cycle: RequestResponseCycle) -> bool:
+        """Whether the server, not the client, holds `cycle`'s body back: it is queued behind
+        a pipelined request (its app not started, reading paused), uvicorn stopped reading
+        because the app has not taken what came, or it owes the 100 Continue a client that
+        sent `Expect: 100-continue` waits for."""
+        queued = any(waiting is cycle for waiting, _ in self.pipeline)
+        return queued or self.flow.read_paused or cycle.waiting_for_100_continue
 
     def _cancel_body_timer(self) -> None:
         if self._body_timer is not None:

@@ -14,14 +14,26 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from fastapi import APIRouter
 
 from api.rest import borrowed_runtime, bounded_head, create_app
+from api.rest.app import DEFAULT_ROUTERS
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 from tests.e2e.rest_harness import serving
 
 ANSWER_TIMEOUT_S = 10.0
+SLOW_S = 1.5
+
+slow_router = APIRouter()
+
+
+@slow_router.get("/test-slow")
+async def slow() -> dict[str, str]:
+    """A request slower than the body's whole bound in these tests, to pipeline behind."""
+    await asyncio.sleep(SLOW_S)
+    return {"slow": "done"}
 
 
 @dataclass
@@ -34,7 +46,10 @@ class Served:
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
     runtime = await Runtime.open(settings)
-    app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)
+    routers = (*DEFAULT_ROUTERS, slow_router)
+    app = create_app(
+        settings, runtime_factory=borrowed_runtime(runtime), auth=False, routers=routers
+    )
     try:
         async with serving(app) as url:
             split = urlsplit(url)
@@ -114,3 +129,31 @@ async def test_the_route_bound_holds_for_every_type_fastapi_reads_as_json(
     request = post("/workflows/w/runs", object_flood(2 << 20), content_type=content_type)
     status, answer = await answer_to(served.address, request)
     assert (status, answer["code"]) == (413, "body_too_large"), answer
+
+
+async def test_a_request_pipelined_behind_a_slow_one_is_not_timed_while_it_waits(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn reads nothing of a pipelined request's body until the request before it is
+    answered: that wait is the server's. The whole body's bound counted it, and its 408 was
+    written as the answer to the slow request before it."""
+    monkeypatch.setattr(bounded_head, "BODY_IDLE_S", 0.5)
+    monkeypatch.setattr(bounded_head, "BODY_TIMEOUT_S", 1.0)
+    body = json.dumps({"admin": True, "name": "queued"}).encode()
+    reader, writer = await asyncio.open_connection(*served.address)
+    try:
+        slow_then_key = b"GET /test-slow HTTP/1.1\r\nHost: t\r\n\r\n" + post(
+            "/keys", b"", length=len(body)
+        )
+        writer.write(slow_then_key)
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the body after its head, as a client writing it does
+        writer.write(body)
+        await writer.drain()
+        first = await read_answer(reader)
+        second = await read_answer(reader)
+    finally:
+        writer.close()
+    assert first == (200, {"slow": "done"})
+    assert second[0] == 201, second
+    assert await key_names(served.ops) == ["queued"]
