@@ -157,3 +157,25 @@ async def test_a_request_pipelined_behind_a_slow_one_is_not_timed_while_it_waits
     assert first == (200, {"slow": "done"})
     assert second[0] == 201, second
     assert await key_names(served.ops) == ["queued"]
+
+
+async def test_an_input_within_its_limit_is_read_however_its_client_escapes_it(
+    served: Served,
+) -> None:
+    """Go writes `<`, `>` and `&` as `\\u003c`…, .NET those and every non-ASCII character:
+    six bytes for one of the input's compact size, twice the route's `SPREAD` of 3. Within
+    `MAX_INPUT_BYTES`, such an input was refused 413 before it was read; a 404 (no such
+    workflow) proves it was read. Escapes do not pass more objects than the bound: a flood
+    of them beside a string of escapes is still refused."""
+    limit = Settings().max_input_bytes
+    text = "<p>" * ((limit - 100) // 3)
+    assert len(json.dumps({"t": text}, ensure_ascii=False, separators=(",", ":"))) <= limit
+    as_go_writes = json.dumps({"input": {"t": text}}).replace("<", "\\u003c")
+    as_go_writes = as_go_writes.replace(">", "\\u003e").encode()
+    status, answer = await answer_to(served.address, post("/workflows/w/runs", as_go_writes))
+    assert (status, answer["code"]) == (404, "workflow_not_found"), answer
+    padded = object_flood(3 * limit + 100_000).replace(
+        b'{"input": {', b'{"input": {"t": "' + b"\\u0041" * 100_000 + b'", '
+    )
+    status, answer = await answer_to(served.address, post("/workflows/w/runs", padded))
+    assert (status, answer["code"]) == (413, "body_too_large"), answer
