@@ -44,10 +44,18 @@ _SUBMISSION = re.compile(r"/workflows/[^/]+/runs")
 _RESOLVE = re.compile(r"/runs/[^/]+/steps/[^/]+/resolve")
 
 
+def _routed(path: str) -> str:
+    """The path a request is routed to: Starlette answers `/workflows/` with a 307 to
+    `/workflows` (trailing slashes stripped), which a client follows with its body; refused
+    here with another route's bound, a list of documents never got there."""
+    return path.rstrip("/") or "/"
+
+
 def body_limit(path: str, settings: Settings) -> int:
     """The most bytes a request to `path` (as sent, before routing) reads, whitespace aside.
     Matched on the path rather than the route, so a body is refused before anything parses
     it (`api.rest.body_depth` measures its nesting, the route parses it)."""
+    path = _routed(path)
     if path in DOCUMENT_PATHS:
         return settings.max_body_bytes
     if _SUBMISSION.fullmatch(path):
@@ -75,6 +83,7 @@ def over(body: bytes, limit: int) -> bool:
 
 def too_large_message(path: str, limit: int, settings: Settings) -> str:
     """What a body over the route's limit is told: the bound and the setting behind it."""
+    path = _routed(path)
     if path in DOCUMENT_PATHS or limit == settings.max_body_bytes:
         behind = "SCHEMABRIDGE_MAX_BODY_BYTES on the server"
     elif _SUBMISSION.fullmatch(path):

@@ -179,3 +179,22 @@ async def test_an_input_within_its_limit_is_read_however_its_client_escapes_it(
     )
     status, answer = await answer_to(served.address, post("/workflows/w/runs", padded))
     assert (status, answer["code"]) == (413, "body_too_large"), answer
+
+
+async def test_a_path_with_a_trailing_slash_has_the_bound_of_the_route_it_redirects_to(
+    served: Served,
+) -> None:
+    """Starlette answers `/workflows/validate/` with a 307 to `/workflows/validate`, which a
+    client follows with its body: a list of documents over another route's 832 KiB was
+    refused 413 (naming "what this route's fields can hold") instead of redirected."""
+    documents = json.dumps([{"name": "x", "pad": "p" * (1 << 20)}]).encode()
+    reader, writer = await asyncio.open_connection(*served.address)
+    try:
+        writer.write(post("/workflows/validate/", documents))
+        await writer.drain()
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 307 "), head
+    assert b"/workflows/validate\r\n" in head
