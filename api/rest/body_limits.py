@@ -89,12 +89,14 @@ def too_large_message(path: str, limit: int, settings: Settings) -> str:
     elif _SUBMISSION.fullmatch(path):
         behind = (
             f"{SPREAD} times a run input's limit of {settings.max_input_bytes:,} bytes as "
-            "compact JSON, SCHEMABRIDGE_MAX_INPUT_BYTES on the server"
+            f"compact JSON and {ROOM:,} for its other fields, SCHEMABRIDGE_MAX_INPUT_BYTES on "
+            "the server"
         )
     elif _RESOLVE.fullmatch(path):
         behind = (
             f"{SPREAD} times an output's limit of {settings.max_response_bytes:,} bytes as "
-            "compact JSON, SCHEMABRIDGE_MAX_RESPONSE_BYTES on the server"
+            f"compact JSON and {ROOM:,} for its other fields, SCHEMABRIDGE_MAX_RESPONSE_BYTES on "
+            "the server"
         )
     else:
         behind = "what this route's fields can hold"

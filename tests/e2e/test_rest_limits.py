@@ -249,10 +249,11 @@ async def test_each_route_reads_no_more_than_its_content_needs(tmp_path: Path) -
             documents = json.dumps([{"name": "x", "pad": "p" * (3 << 20)}]).encode()
             validated = await http.post("/workflows/validate", content=documents, headers=headers)
     assert (submitted.status_code, submitted.json()["code"]) == (413, "body_too_large")
+    # The figures it names add up to the bound: 3 x 262,144 + 65,536 = 851,968.
     assert submitted.json()["message"].startswith(
         f"the request body is larger than the {submit_limit:,} bytes this route reads, "
-        "whitespace aside (3 times a run input's limit of 262,144 bytes as compact JSON, "
-        "SCHEMABRIDGE_MAX_INPUT_BYTES"
+        "whitespace aside (3 times a run input's limit of 262,144 bytes as compact JSON and "
+        "65,536 for its other fields, SCHEMABRIDGE_MAX_INPUT_BYTES on the server)"
     )
     assert (resolved.status_code, resolved.json()["code"]) == (413, "body_too_large")
     assert "SCHEMABRIDGE_MAX_RESPONSE_BYTES" in resolved.json()["message"]
