@@ -198,3 +198,37 @@ async def test_a_path_with_a_trailing_slash_has_the_bound_of_the_route_it_redire
         writer.close()
     assert head.startswith(b"HTTP/1.1 307 "), head
     assert b"/workflows/validate\r\n" in head
+
+
+async def test_a_body_after_100_continue_in_chunks_on_a_reused_connection_is_served(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client waits for the 100 Continue it asked for, then sends a chunked body in
+    pieces each within the idle bound; the next request on the connection, after a pause
+    longer than both bounds, is not timed by the one before (its timer was cancelled)."""
+    monkeypatch.setattr(bounded_head, "BODY_IDLE_S", 0.5)
+    monkeypatch.setattr(bounded_head, "BODY_TIMEOUT_S", 1.0)
+    reader, writer = await asyncio.open_connection(*served.address)
+    try:
+        for name in ("first", "second"):
+            body = json.dumps({"admin": True, "name": name}).encode()
+            writer.write(
+                b"POST /keys HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                b"Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            await writer.drain()
+            async with asyncio.timeout(ANSWER_TIMEOUT_S):
+                assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+            for start in range(0, len(body), 20):
+                piece = body[start : start + 20]
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                await writer.drain()
+                await asyncio.sleep(0.3)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            status, answer = await read_answer(reader)
+            assert status == 201, answer
+            await asyncio.sleep(1.2)  # past both bounds: nothing is being awaited now
+    finally:
+        writer.close()
+    assert sorted(n or "" for n in await key_names(served.ops)) == ["first", "second"]
