@@ -139,6 +139,12 @@ class BoundedHead(HttpToolsProtocol):
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
+        if self.flow.read_paused and self._reading_head:
+            # uvicorn reads no more until the request before is answered (this one begun in
+            # the read that held a pipelined request, queued behind a slow one): the rest of
+            # the head is the server's to read. Its 408 went out as the slow one's answer.
+            self._head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_too_slow)
+            return
         if self._reading_head and not self.transport.is_closing():
             message = f"the request's headers did not arrive within {HEAD_TIMEOUT_S:g} s"
             self._refuse(408, "request_timeout", message)

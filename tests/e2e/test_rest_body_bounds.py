@@ -232,3 +232,27 @@ async def test_a_body_after_100_continue_in_chunks_on_a_reused_connection_is_ser
     finally:
         writer.close()
     assert sorted(n or "" for n in await key_names(served.ops)) == ["first", "second"]
+
+
+async def test_a_head_pipelined_behind_a_slow_request_is_not_timed_while_it_waits(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A third request's head begun in the read that held the second (queued behind the slow
+    first, so uvicorn reads no more): the rest of the head is the server's to read."""
+    monkeypatch.setattr(bounded_head, "HEAD_TIMEOUT_S", 0.5)
+    reader, writer = await asyncio.open_connection(*served.address)
+    try:
+        writer.write(
+            b"GET /test-slow HTTP/1.1\r\nHost: t\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nHo"
+        )
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.write(b"st: t\r\n\r\n")
+        await writer.drain()
+        answers = [await read_answer(reader) for _ in range(3)]
+    finally:
+        writer.close()
+    assert answers[0] == (200, {"slow": "done"})
+    assert [status for status, _ in answers] == [200, 200, 200], answers
