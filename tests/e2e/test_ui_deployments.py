@@ -1009,3 +1009,36 @@ def test_more_deployments_than_a_page_are_paged(
             page.get_by_role("button", name="← Previous").click()
             eventually(lambda: rows.count() == DEPLOYMENTS_PAGE, 30, "back to the newest")
             assert rows.first.get_attribute("data-deployment") == started[-1]
+
+
+def test_an_abort_done_is_said_done_though_the_page_cannot_be_read_again(
+    server: DemoServer, browser: Any
+) -> None:
+    """From a monitor tour: an abort the API answered, followed by a redraw the API did not
+    answer (it stopped in between), said "✕ Abort refused", though the deployment was
+    aborted. The abort's answer is said; the redraw's silence leaves the page as it was."""
+    server.publish_versions("ui-abort-gone", failing=False)
+    started = server.call(
+        "/workflows/ui-abort-gone/deployments",
+        {"version": 2, "stages": [{"weight": 50, "minRuns": 1000}, {"weight": 100}]},
+    )
+    deployment_id = started["id"]
+    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, watch):
+        watch.allowed_errors.append("net::ERR_FAILED")  # the reads refused below, on purpose
+        page.get_by_role("button", name="Abort").wait_for()
+        answered: list[str] = []
+
+        def after_the_abort(route: Any) -> None:
+            # Every read of the deployment once the abort was answered gets no answer.
+            if answered and route.request.method == "GET":
+                route.abort()
+            else:
+                route.continue_()
+
+        page.on("response", lambda r: answered.append(r.url) if r.url.endswith("/abort") else None)
+        page.route(re.compile(r".*/deployments/.*"), after_the_abort)
+        page.get_by_role("button", name="Abort").click()
+        confirm(page, "Abort the deployment")
+        page.locator(".ok-box", has_text=f"deployment {deployment_id} aborted").wait_for()
+        assert page.locator(".error-box", has_text="refused").count() == 0
+    assert server.call(f"/deployments/{deployment_id}")["status"] == "ABORTED"

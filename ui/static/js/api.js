@@ -36,6 +36,18 @@ export function failedAction(name, error) {
   return `${name} refused: ${error.message}${error.code ? ` (${error.code})` : ""}`;
 }
 
+/** Draw the page anew after an action (`done`). When the API does not answer (it stopped
+ * after answering the action) the page stays as it was, the action's answer saying what was
+ * done: a redraw that got no answer does not make a done action a refusal. Thrown, it was an
+ * error in the page. */
+export async function redrawAfter(done) {
+  try {
+    await done();
+  } catch (error) {
+    if (!(error instanceof ApiUnreachable)) throw error;
+  }
+}
+
 /** `send()`, with a request that got no answer thrown as `ApiUnreachable` (a request aborted
  * on purpose stays an AbortError). */
 async function answered(send) {

@@ -7,7 +7,7 @@
 // once (their children still FAILED: `stuck`, reprocess them instead), then the breakers the
 // retried steps would meet; the answer's retried and skipped follow.
 
-import { api, ApiUnreachable, failedAction } from "./api.js";
+import { api, failedAction, redrawAfter } from "./api.js";
 import { confirmAction } from "./dialog.js";
 import { announce, fill, h } from "./dom.js";
 import { count, plural, shortId } from "./format.js";
@@ -132,11 +132,12 @@ function reprocessStuck(stuck, done) {
       const warnings = answer.warnings || [];
       fill(said, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
       announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
-      await done();
     } catch (error) {
       button.disabled = false;
       fill(said, h("p", { class: "error-box", role: "alert" }, failedAction("Reprocess", error)));
+      return;
     }
+    await redrawAfter(done);
   });
   return h("div", { class: "reprocess-stuck-block" }, button, said);
 }
@@ -287,9 +288,7 @@ export function retryAllButton(filterOf, result, done) {
       fill(result, h("p", { class: "error-box", role: "alert" }, failedAction("Batch retry", error)));
     }
     // Not answered (the API stopped mid-batch): the list stays as it was, its poller saying so.
-    await done().catch((error) => {
-      if (!(error instanceof ApiUnreachable)) throw error;
-    });
+    await redrawAfter(done);
   });
   return button;
 }

@@ -3,7 +3,7 @@
 // ratio, the exposure with a link to the candidate's runs, the figures behind a rollback, the
 // timeline of stage changes, and the Abort and Rollback buttons, each confirmed first.
 
-import { api, failedAction, query } from "../api.js";
+import { api, failedAction, query, redrawAfter } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
 import { badge, breakable, count, duration, exactZoned, plural, ratio, shortId, time } from "../format.js";
@@ -364,19 +364,21 @@ async function stop(where, d, action, done) {
   });
   if (!ok) return;
   const why = reason.value.trim();
+  let answer;
   try {
-    const answer = await api(`/deployments/${encodeURIComponent(d.id)}/${action}`, { method: "POST", body: why ? { reason: why } : undefined });
-    const line = h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`);
-    await done();
-    fill(where, line);
-    announce(line.textContent, "ok");
-    // The page is drawn anew with Abort and Roll back disabled: the answer takes the focus.
-    focusIfLost(line);
+    answer = await api(`/deployments/${encodeURIComponent(d.id)}/${action}`, { method: "POST", body: why ? { reason: why } : undefined });
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${failedAction(abort ? "Abort" : "Rollback", error)}`);
     fill(where, line);
     announce(line.textContent, "error");
+    return;
   }
+  const line = h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`);
+  await redrawAfter(done);
+  fill(where, line);
+  announce(line.textContent, "ok");
+  // The page is drawn anew with Abort and Roll back disabled: the answer takes the focus.
+  focusIfLost(line);
 }
 
 function actions(d, result, done) {

@@ -5,7 +5,7 @@
 // over and Reprocess read the API's preview first, so their dialogs say those warnings (or
 // the API's refusal) before the click; so does Resolve, when it would reopen a finished run.
 
-import { api, ApiUnreachable, failedAction } from "../api.js";
+import { api, failedAction, redrawAfter } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
 import { plural, shortId, startedOverWords, time } from "../format.js";
@@ -228,17 +228,6 @@ export function actionBarKey(detail) {
   return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, detail.startedOverAs, quota, fix]);
 }
 
-/** Draw the run anew after an action (`done`). When the API does not answer (it stopped
- * mid-action) the page stays as it was, the action's answer saying so: its own looks at the
- * run read it again once the API answers. Thrown, it was an error in the page. */
-async function redraw(done) {
-  try {
-    await done();
-  } catch (error) {
-    if (!(error instanceof ApiUnreachable)) throw error;
-  }
-}
-
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
  * refusal (409 with the run's state) usually means someone else acted first. */
 export function actionBar(detail, result, done) {
@@ -255,7 +244,7 @@ export function actionBar(detail, result, done) {
         title: enabled ? null : why,
         onclick: async () => {
           if (!(await perform(result, options))) return;
-          await redraw(done);
+          await redrawAfter(done);
           // Retry disables Retry, Cancel disables Cancel: the answer takes the focus then.
           focusIfLost(result.firstElementChild);
         },
@@ -370,7 +359,7 @@ export async function resolveStep(detail, step, result, done) {
       }),
     describe: (a) => a.message,
   });
-  await redraw(done);
+  await redrawAfter(done);
   // The step's panel is drawn anew without its Resolve button: the answer takes the focus.
   focusIfLost(result.firstElementChild);
 }
