@@ -313,6 +313,8 @@ def test_logs_follow_a_run_until_it_ends(serve_api: Stack) -> None:
     run = submit(stack, "support-ticket", '{"customerId": "c-2?status=500", "subject": "flaky"}')
     followed = stack.ok("runs", "logs", run, "--follow", timeout=120)
     lines = followed.stdout.splitlines()
-    assert re.search(r"error\s+lookup\s+GET \S+ → 500 .*\(attempt 4/4\)$", followed.stdout, re.M)
+    # Each attempt line ends with the worker that made it (an admin key sees it).
+    attempt = r"error\s+lookup\s+GET \S+ → 500 .*\(attempt 4/4\)  \(worker \S+\)$"
+    assert re.search(attempt, followed.stdout, re.M)
     assert "run failed at lookup" in lines[-1], lines
     assert len([line for line in lines if "(attempt " in line]) == 4, "each line once"
