@@ -94,10 +94,11 @@ def _breaker(breaker: BreakerView) -> str:
     half-open in 12 s): the words of a step's refusal (`runs show`), so an operator matches
     the two, and can tell since when a destination fails."""
     # The time of day with its zone, as `runs show` gives its times ("21:54:20 UTC").
-    at = f" at {exact(breaker.opened_at)[11:]}" if breaker.opened_at else ""
-    after = f" after {breaker.opened_by}{at}" if breaker.opened_by else ""
-    if not breaker.opened_by and at:
-        after = f" since {at.removeprefix(' at ')}"
+    at = exact(breaker.opened_at)[11:] if breaker.opened_at else None
+    if breaker.opened_by:
+        after = f" after {breaker.opened_by}" + (f" at {at}" if at else "")
+    else:
+        after = f" since {at}" if at else ""
     if breaker.state == "open":
         return f"open{after} (half-open in {duration(breaker.seconds_until_half_open)})"
     if breaker.state == "half_open":

@@ -115,10 +115,11 @@ What holds for every operation, which the operations do not repeat:
   (`{}` when there is nothing to add; `details.problems`, each `{pointer, code, message}`,
   for anything invalid). Each operation lists the statuses it answers with their codes;
   any route may also answer 404 `not_found` (no route for the path), 405
-  `method_not_allowed` (with `Allow`), 408 `request_timeout` (the request's headers not
-  whole 10 s after their first byte) and 431 `headers_too_large` (request line and headers
-  over 64 KiB). A 429 or 503 with `Retry-After` says when to send it again; a 503 changed
-  nothing.
+  `method_not_allowed` (with `Allow`), 400 `invalid_http` (not HTTP/1.1), 408
+  `request_timeout` (the request's headers not whole 10 s after their first byte, or its
+  body idle 10 s or not whole 120 s after them) and 431 `headers_too_large` (request line
+  and headers over 64 KiB). A 429 or 503 with `Retry-After` says when to send it again; a
+  503 changed nothing.
 - **Times** are epoch seconds in UTC with a fraction (`1767225600.25`), in answers and in
   the time filters alike.
 - **Lists** answer `{"items", "next"}`: send `next` back as `cursor` for the following page

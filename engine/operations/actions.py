@@ -78,11 +78,10 @@ from engine.store.operator_actions import (
     run_not_found,
 )
 from engine.store.records import RunRecord
-from engine.store.recovery import JoinReopened
+from engine.store.recovery import JoinReopened, revived_words
 from engine.store.restarts import start_over_next
 from engine.store.retry_checks import join_of
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
-from schemas.counts import plural
 from schemas.definitions import RESERVED_WORKFLOWS, VertexType
 from schemas.errors import InvalidRequest, WrongState
 
@@ -611,8 +610,7 @@ class OperatorActions:
             action=Action.REPROCESS.value,
             changed=outcome.revived > 0,
             message=(
-                plural(outcome.revived, "dead-lettered child runs", "dead-lettered children run")
-                + " again"
+                f"{revived_words(outcome.revived)} again"
                 if outcome.revived
                 else "no dead-lettered children to run again"
             ),

@@ -61,7 +61,6 @@ from engine.store.operator_actions import (
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, DeploymentRecord, LogLine
 from schemas.close_names import close_names, did_you_mean
-from schemas.counts import plural
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import NotFound, QuotaExceeded, RunCancelled, WrongState
 
@@ -1066,14 +1065,10 @@ def _retry_message(actor: str, failed: int, held: int, reopens: ReopenedAncestor
     return message
 
 
-def _revived_words(count: int) -> str:
-    return plural(count, "dead-lettered child runs", "dead-lettered children run")
-
-
 def _reprocess_message(actor: str, done: recovery.Reprocessed) -> str:
     """The reprocessed run's log line: who, how many children, and each run that had ended
     SUCCEEDED and runs again, with the steps after its join that run a second time."""
-    message = f"reprocess by {actor}: {_revived_words(done.revived)} again"
+    message = f"reprocess by {actor}: {recovery.revived_words(done.revived)} again"
     for join in done.reopened:
         if join.ended == RunStatus.SUCCEEDED.value:
             who = f"run {join.run_id}" if join.ancestor else "the run"

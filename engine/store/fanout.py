@@ -20,7 +20,6 @@ from engine.store.records import (
     LogLine,
     VersionRecord,
 )
-from schemas.counts import plural
 from schemas.definitions import Workflow
 
 
@@ -128,8 +127,7 @@ class FanoutStore(StoreCore):
 
             revived = (await recovery.reprocess(conn, run_id, now, workflow_of, version_of)).revived
             if revived:
-                again = plural(revived, "dead-lettered child runs", "dead-lettered children run")
-                message = f"reprocess: {again} again"
+                message = f"reprocess: {recovery.revived_words(revived)} again"
                 await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
         return revived
 

@@ -34,6 +34,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import DONE_STEP_STATUSES, Run, RunStatus, Step, StepStatus
+from schemas.counts import plural
 from schemas.definitions import SpawnerVertex, Workflow
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -77,6 +78,12 @@ class Reprocessed:
     children: tuple[str, ...] = ()
     """The ids of the `revived` child runs (each gets a line in its log); a plan's
     (`reprocess_plan`) leaves it empty."""
+
+
+def revived_words(count: int) -> str:
+    """`count` dead-lettered children with their verb, as every reprocess says them ("1
+    dead-lettered child runs", "2,001 dead-lettered children run"); "again" follows."""
+    return plural(count, "dead-lettered child runs", "dead-lettered children run")
 
 
 async def reprocess(
